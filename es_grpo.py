@@ -1,0 +1,919 @@
+"""Evolution strategies (ES) and GRPO for LLM reasoning, end to end, in one file.
+
+Implements "Understanding Evolution Strategies for LLM Reasoning: Broader Reasoning
+Coverage than GRPO" (arXiv 2608.27351): the ES and GRPO updates, the verifier
+rewards, the unbiased Pass@K estimator and the sequential GRPO->ES schedule.
+
+Run it (laptop, CPU, no network: trains the shipped tiny model, GRPO then ES):
+    python es_grpo.py
+    python es_grpo.py --algo es --steps 100 --seed 1 --out runs/es-s1
+    python es_grpo.py --algo grpo-es --model Qwen/Qwen2.5-1.5B-Instruct \\
+        --data gsm8k_train.jsonl --preset paper --device cuda
+    python es_grpo.py pretrain --out tiny_model      # rebuild the shipped model
+Multi-GPU (torchrun) lives in scale/, which imports this file.
+
+Sections, in the paper's order: config, model, task and verifier, rollout,
+Pass@K, GRPO, ES, schedule, main.
+
+Deliberate departures from the paper (all in the tiny default preset unless
+marked; `--preset paper` restores the paper's settings):
+ 1. Model and task: a 0.86M-parameter character-level Llama pretrained here on
+    synthetic Countdown (3 numbers), not Qwen/Llama on GSM8K. Held-out tasks for
+    forgetting are two other synthetic families it was pretrained on (digit
+    addition, digit sorting), not CSQA/HotpotQA/GPQA/MBPP.
+ 2. ES: sigma 1e-2 and alpha 2e-3 (paper: 1.5e-3 and 2.5e-4), tuned on the dev
+    split for a model 2000x smaller; N=32, 64 prompts and greedy decoding as
+    in the paper. With sampled decoding (--es-temperature > 0) every member of
+    an iteration gets the same sampling noise (common random numbers); the
+    paper does not say how it shares sampling noise.
+ 3. GRPO: learning rate 5e-5 (paper: 1e-6) and 32 prompts per step; the loss averages
+    over all completion tokens of the batch (token-level, as TRL's default)
+    rather than per sequence first.
+ 4. Every preset: ES keeps an fp32 master copy of the weights (on the CPU) and
+    sets each member's weights to master + sigma * eps rather than adding and
+    subtracting the noise in place, so that restoring is bit-exact and the
+    update is accumulated in fp32; the accelerator still holds only the
+    inference weights.
+ 5. Every preset: Pass@K uses 64 samples per problem (the paper: 32), so that
+    Pass@64 can be reported.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import inspect
+import json
+import math
+import os
+import random
+import re
+import shutil
+import sys
+import time
+from collections import Counter
+from dataclasses import dataclass, field
+from fractions import Fraction
+from pathlib import Path
+
+import numpy as np
+import torch
+from tqdm import tqdm
+
+HERE = Path(__file__).resolve().parent
+TINY_MODEL = HERE / "tiny_model"
+IS_MAIN_RANK = int(os.environ.get("RANK", "0")) == 0
+log = print if IS_MAIN_RANK else (lambda *a, **k: None)
+
+# ----------------------------------------------------------------------------- config
+
+
+def flag(default, help):
+    return field(default=default, metadata={"help": help})
+
+
+@dataclass
+class Args:
+    """Every hyperparameter of a run; each field is a command-line flag."""
+
+    model: str = flag("", "model folder or hub id (empty: the shipped tiny model)")
+    data: str = flag("", "training problems, JSONL (empty: the built-in task generator)")
+    eval_data: str = flag("", "evaluation problems, JSONL (empty: held out from --data or generated)")
+    task: str = flag("auto", "task of --data: auto (from the fields), countdown or math")
+    algo: str = flag("grpo-es", "schedule: es, grpo, grpo-es or es-grpo")
+    steps: int = flag(200, "total updates; two-stage schedules split them evenly")
+    out: str = flag("", "run folder (empty: runs/ALGO-sSEED)")
+    overwrite: bool = flag(False, "replace an existing run folder")
+    seed: int = flag(0, "seed of everything random")
+    preset: str = flag("tiny", "defaults to start from: tiny (CPU, shipped model) or paper")
+    device: str = flag("auto", "cpu, cuda, ... (auto: cuda if available)")
+    dtype: str = flag("float32", "weights dtype: float32 or bfloat16")
+    max_new_tokens: int = flag(12, "longest completion, in tokens")
+    rollout_batch: int = flag(2048, "most sequences decoded at once")
+    # ES (paper: N=32, sigma 1.5e-3, alpha 2.5e-4, 64 prompts, greedy)
+    es_population: int = flag(32, "ES population size N")
+    es_sigma: float = flag(1e-2, "ES noise scale sigma")
+    es_alpha: float = flag(2e-3, "ES step size alpha (1/sigma folded in)")
+    es_prompts: int = flag(64, "prompts each ES member is scored on, per iteration")
+    es_temperature: float = flag(0.0, "ES decoding temperature (0: greedy, the paper's easy setting)")
+    es_zscore: bool = flag(True, "z-score rewards across the population")
+    # GRPO (paper: 8 samples/prompt, lr 1e-6, temperature 1.0, clip 0.2, beta 0.001)
+    grpo_prompts: int = flag(32, "prompts per GRPO step")
+    grpo_group: int = flag(8, "samples per prompt (the group)")
+    grpo_lr: float = flag(5e-5, "AdamW learning rate")
+    grpo_temperature: float = flag(1.0, "GRPO sampling temperature")
+    grpo_clip: float = flag(0.2, "PPO clip range epsilon")
+    grpo_beta: float = flag(1e-3, "k3 KL coefficient to the starting model")
+    grpo_scale_std: bool = flag(True, "divide group advantages by the group std")
+    grpo_epochs: int = flag(1, "optimizer steps per rollout batch")
+    # evaluation (paper: temperature 0.6)
+    eval_problems: int = flag(100, "held-out evaluation problems")
+    eval_split: str = flag("test", "built-in evaluation problems: test (to report) or dev (to tune on)")
+    heldout_problems: int = flag(50, "problems per held-out task family (forgetting)")
+    eval_samples: int = flag(64, "samples per problem for Pass@K")
+    eval_temperature: float = flag(0.6, "evaluation sampling temperature")
+    eval_top_p: float = flag(1.0, "evaluation nucleus (top-p) sampling")
+
+
+PRESETS = {
+    "tiny": {},
+    "paper": dict(es_population=32, es_sigma=1.5e-3, es_alpha=2.5e-4, es_prompts=64,
+                  es_temperature=0.0, grpo_prompts=64, grpo_group=8, grpo_lr=1e-6,
+                  grpo_temperature=1.0, grpo_clip=0.2, grpo_beta=1e-3, max_new_tokens=1024,
+                  rollout_batch=512, dtype="bfloat16", eval_problems=500),
+}
+ALGOS = ("es", "grpo", "grpo-es", "es-grpo")
+PASS_KS, MAJ_K = (1, 16, 64), 16
+
+
+def dataclass_parser(cls, prog=None, description=None) -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog=prog, description=description or cls.__doc__)
+    for f in dataclasses.fields(cls):
+        name = "--" + f.name.replace("_", "-")
+        if f.type == "bool":
+            parser.add_argument(name, action=argparse.BooleanOptionalAction, default=f.default,
+                                help=f.metadata["help"])
+        else:
+            kind = {"int": int, "float": float, "str": str}[f.type]
+            parser.add_argument(name, type=kind, default=f.default, help=f.metadata["help"])
+    return parser
+
+
+def parse_args(argv=None) -> Args:
+    """Flags override the preset, which overrides the dataclass defaults."""
+    parser = dataclass_parser(Args)
+    preset = parser.parse_known_args(argv)[0].preset
+    if preset not in PRESETS:
+        parser.error(f"--preset: unknown preset {preset!r} (choose from {', '.join(PRESETS)})")
+    parser.set_defaults(**PRESETS[preset])
+    args = Args(**vars(parser.parse_args(argv)))
+    problems = [
+        (args.algo not in ALGOS, f"--algo: unknown {args.algo!r} (choose from {', '.join(ALGOS)})"),
+        (args.steps < 1, "--steps must be at least 1"),
+        (args.algo in ("grpo-es", "es-grpo") and args.steps < 2, "--steps must be at least 2 for a two-stage schedule"),
+        (args.es_population < 2, "--es-population must be at least 2"),
+        (args.es_sigma <= 0, "--es-sigma must be positive"),
+        (args.es_alpha < 0 or args.grpo_lr < 0, "--es-alpha and --grpo-lr must not be negative"),
+        (args.grpo_group < 2, "--grpo-group must be at least 2"),
+        (min(args.es_prompts, args.grpo_prompts, args.eval_problems, args.max_new_tokens,
+             args.rollout_batch, args.grpo_epochs) < 1, "counts (prompts, problems, tokens, batch, epochs) must be at least 1"),
+        (args.eval_samples < MAJ_K, f"--eval-samples must be at least {MAJ_K} (Maj@{MAJ_K})"),
+        (args.task not in ("auto", "countdown", "math"), "--task must be auto, countdown or math"),
+        (args.eval_split not in SPLIT_SEEDS, "--eval-split must be test or dev"),
+        (not args.data and args.eval_problems > EVAL_POOL, f"--eval-problems: the built-in set has {EVAL_POOL}"),
+        (args.dtype not in ("float32", "bfloat16", "float16"), "--dtype must be float32, bfloat16 or float16"),
+        (not 0 < args.eval_top_p <= 1, "--eval-top-p must be in (0, 1]"),
+    ]
+    for bad, message in problems:
+        if bad:
+            parser.error(message)
+    args.out = args.out or f"runs/{args.algo}-s{args.seed}"
+    return args
+
+
+# ----------------------------------------------------------------------------- model
+
+
+def load_model(name: str = "", device: str = "cpu", dtype: str = "float32"):
+    """Any causal LM and its tokenizer, from a folder or a hub id ("": the shipped tiny model)."""
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+
+    name = name or str(TINY_MODEL)
+    if Path(name).exists() and not (Path(name) / "config.json").exists():
+        raise SystemExit(f"--model {name}: folder has no config.json (not a transformers model)")
+    try:
+        tokenizer = AutoTokenizer.from_pretrained(name)
+        model = AutoModelForCausalLM.from_pretrained(name, dtype=getattr(torch, dtype))
+    except (OSError, ValueError, KeyError) as err:
+        raise SystemExit(f"--model {name}: cannot load a causal LM ({str(err).splitlines()[0]})")
+    tokenizer.padding_side = "left"
+    if tokenizer.pad_token is None:  # many chat models ship without one
+        tokenizer.pad_token = tokenizer.eos_token
+    model.generation_config.pad_token_id = tokenizer.pad_token_id
+    return model.to(device), tokenizer
+
+
+CHARS = "0123456789+-*/(),=: ACS"
+
+
+def build_tiny_model(seed: int):
+    """The embedded model: a character-level tokenizer and a small Llama, both plain transformers."""
+    from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
+    from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+
+    vocab = {"<pad>": 0, "<eos>": 1, "<unk>": 2, **{c: i + 3 for i, c in enumerate(CHARS)}}
+    backend = Tokenizer(models.WordLevel(vocab, unk_token="<unk>"))
+    backend.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")  # one token per character
+    backend.decoder = decoders.Fuse()
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>",
+                                        unk_token="<unk>", padding_side="left")
+    config = LlamaConfig(vocab_size=len(vocab), hidden_size=128, intermediate_size=384, num_hidden_layers=4,
+                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64,
+                         tie_word_embeddings=True, pad_token_id=0, bos_token_id=1, eos_token_id=1)
+    torch.manual_seed(seed)
+    return LlamaForCausalLM(config), tokenizer
+
+
+# ----------------------------------------------------------------------------- task and verifier
+# Rewards as in the paper: 1.0 correct, 0.1 right format but wrong answer, 0 otherwise.
+# Model text is only ever matched and parsed here, never evaluated as code; each
+# check is bounded in length and nesting, so a hostile completion costs microseconds.
+
+MAX_EXPR_CHARS, MAX_DEPTH, MAX_NUMBER_CHARS = 256, 32, 64
+EXPR_TOKEN = re.compile(r"\s*(?:([0-9]+)|([-+*/()]))")
+ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S)
+
+
+def parse_expression(text: str):
+    """(value, literals) of an arithmetic expression of integers, + - * / and parentheses; None if malformed.
+
+    value is a Fraction, or None on division by zero."""
+    tokens, pos = [], 0
+    text = text.strip()
+    if not text or len(text) > MAX_EXPR_CHARS:
+        return None
+    while pos < len(text):
+        match = EXPR_TOKEN.match(text, pos)
+        if not match:
+            return None
+        tokens.append(match.group(1) or match.group(2))
+        pos = match.end()
+    literals, cursor = [], 0
+
+    def peek():
+        return tokens[cursor] if cursor < len(tokens) else None
+
+    def take():
+        nonlocal cursor
+        cursor += 1
+        return tokens[cursor - 1]
+
+    def binary(operand, ops, depth):
+        value = operand(depth)
+        while peek() is not None and peek() in ops:
+            op, right = take(), operand(depth)
+            if value is None or right is None:
+                value = None
+            elif op == "+":
+                value += right
+            elif op == "-":
+                value -= right
+            elif op == "*":
+                value *= right
+            else:
+                value = None if right == 0 else value / right
+        return value
+
+    def atom(depth):
+        if depth > MAX_DEPTH:
+            raise ValueError("too deep")
+        token = take() if peek() is not None else None
+        if token == "(":
+            value = binary(term, "+-", depth + 1)
+            if peek() != ")":
+                raise ValueError("unbalanced")
+            take()
+            return value
+        if token is None or not token.isascii() or not token.isdigit() or len(token) > MAX_NUMBER_CHARS:
+            raise ValueError("expected a number")
+        literals.append(int(token))
+        return Fraction(int(token))
+
+    def term(depth):
+        return binary(atom, "*/", depth)
+
+    try:
+        value = binary(term, "+-", 0)
+    except (ValueError, IndexError):
+        return None
+    return (value, literals) if cursor == len(tokens) else None
+
+
+def countdown_reward(completion: str, numbers: list[int], target: int) -> float:
+    """1.0 if the answer uses every number exactly once and equals target; 0.1 if it is a well-formed
+    expression; else 0. The answer is the last <answer>...</answer> if any, else the first line."""
+    tagged = ANSWER_TAG.findall(completion[-4 * MAX_EXPR_CHARS:])
+    answer = tagged[-1] if tagged else completion.strip().split("\n", 1)[0]
+    parsed = parse_expression(answer)
+    if parsed is None:
+        return 0.0
+    value, literals = parsed
+    correct = sorted(literals) == sorted(numbers) and value is not None and value == target
+    return 1.0 if correct else 0.1
+
+
+NUMBER = re.compile(r"-?[0-9][0-9,]*(?:\.[0-9]+)?")
+
+
+def extract_number(text: str) -> Fraction | None:
+    """The final answer of a math completion: the last \\boxed{...} if any, else the last number."""
+    start = text.rfind("\\boxed{")
+    if start >= 0:
+        depth, end = 1, start + len("\\boxed{")
+        stop = min(len(text), end + MAX_EXPR_CHARS)
+        while end < stop and depth:
+            depth += {"{": 1, "}": -1}.get(text[end], 0)
+            end += 1
+        text = text[start + len("\\boxed{"): end - 1] if depth == 0 else ""
+    numbers = NUMBER.findall(text[-MAX_EXPR_CHARS:])
+    if not numbers:
+        return None
+    digits = numbers[-1].replace(",", "")
+    try:
+        return Fraction(digits) if len(digits) <= MAX_NUMBER_CHARS else None
+    except (ValueError, ZeroDivisionError):
+        return None
+
+
+def math_reward(completion: str, answer: str) -> float:
+    """1.0 if the final answer equals the reference (GSM8K "... #### 42" or a bare number); 0.1 if the
+    completion has a final answer at all; else 0."""
+    predicted = extract_number(completion)
+    if predicted is None:
+        return 0.0
+    return 1.0 if predicted == extract_number(str(answer).split("####")[-1]) else 0.1
+
+
+def make_problem(task: str, rng: random.Random) -> dict:
+    """One problem of a built-in family: countdown (trained), add and sort (held out)."""
+    if task == "add":
+        a, b = rng.randint(10, 99), rng.randint(10, 99)
+        return {"task": "add", "question": f"{a}+{b}", "answer": str(a + b)}
+    if task == "sort":
+        digits = "".join(rng.choice("0123456789") for _ in range(rng.randint(6, 10)))
+        return {"task": "sort", "question": digits, "answer": "".join(sorted(digits))}
+    while True:  # countdown: a random expression over 3 numbers with integer steps and target
+        numbers = [rng.randint(1, 20) for _ in range(3)]
+        a, b, c = rng.sample(numbers, 3)
+        op1, op2 = rng.choice("+-*/"), rng.choice("+-*/")
+        inner = parse_expression(f"{a}{op1}{b}")[0]
+        if inner is None or inner.denominator != 1 or inner <= 0:
+            continue
+        solution = f"({a}{op1}{b}){op2}{c}" if rng.random() < 0.5 else f"{c}{op2}({a}{op1}{b})"
+        value = parse_expression(solution)[0]
+        if value is not None and value.denominator == 1 and 0 < value <= 100:
+            return {"task": "countdown", "numbers": numbers, "target": int(value), "solution": solution}
+
+
+def problem_key(problem: dict) -> str:
+    return json.dumps([problem.get(k) for k in ("task", "numbers", "target", "question")])
+
+
+def generate_problems(task: str, count: int, seed: int, exclude: set = frozenset()) -> list[dict]:
+    rng, problems, seen = random.Random(f"{task}-{seed}"), [], set(exclude)
+    for _ in range(100 * count):
+        problem = make_problem(task, rng)
+        if problem_key(problem) not in seen:
+            seen.add(problem_key(problem))
+            problems.append(problem)
+        if len(problems) == count:
+            return problems
+    raise RuntimeError(f"the {task} generator ran out of distinct problems")
+
+
+EVAL_POOL = 500  # built-in evaluation problems: the first ones of a fixed stream, never trained on
+SPLIT_SEEDS = {"test": 12345, "dev": 54321}  # report on test; tune on dev
+
+
+def evaluation_pool(task: str, split: str = "test") -> list[dict]:
+    return generate_problems(task, EVAL_POOL, seed=SPLIT_SEEDS[split])
+
+
+def never_trained_on() -> set:
+    return {problem_key(p) for task in ("countdown", "add", "sort") for split in SPLIT_SEEDS
+            for p in evaluation_pool(task, split)}
+
+
+def load_problems(path: str, task: str = "auto") -> list[dict]:
+    """JSONL problems, one per line: countdown {numbers, target} or math {question, answer}."""
+    problems = []
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise SystemExit(f"{path}: cannot read ({err.__class__.__name__})")
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            raise SystemExit(f"{path}:{number}: not valid JSON")
+        kind = task if task != "auto" else ("countdown" if isinstance(record, dict) and "numbers" in record else "math")
+        if kind == "countdown":
+            ok = (isinstance(record, dict) and isinstance(record.get("numbers"), list) and record["numbers"]
+                  and all(type(n) is int for n in record["numbers"]) and type(record.get("target")) is int)
+            if not ok:
+                raise SystemExit(f"{path}:{number}: countdown needs 'numbers' (list of ints) and 'target' (int)")
+            problems.append({"task": "countdown", "numbers": record["numbers"], "target": record["target"]})
+        else:
+            if not (isinstance(record, dict) and isinstance(record.get("question"), str) and "answer" in record):
+                raise SystemExit(f"{path}:{number}: math needs 'question' (string) and 'answer'")
+            problems.append({"task": "math", "question": record["question"], "answer": str(record["answer"])})
+    if not problems:
+        raise SystemExit(f"{path}: no problems in file")
+    return problems
+
+
+def prompt_text(problem: dict, tokenizer) -> str:
+    """The prompt: a compact one for the character-level model, a chat turn for chat models."""
+    task = problem["task"]
+    if tokenizer.chat_template is None:
+        if task == "countdown":
+            return "C" + ",".join(map(str, problem["numbers"])) + f"={problem['target']}:"
+        return {"add": "A", "sort": "S"}.get(task, "") + problem["question"] + ":"
+    if task == "countdown":
+        user = (f"Using the numbers {problem['numbers']}, each exactly once, with + - * / and parentheses, "
+                f"write an expression equal to {problem['target']}. Give only the expression inside <answer></answer>.")
+    elif task == "sort":
+        user = f"Sort the digits {problem['question']} in ascending order. Put the result in \\boxed{{}}."
+    elif task == "add":
+        user = f"What is {problem['question']}? Put the final answer in \\boxed{{}}."
+    else:
+        user = problem["question"] + "\nPut the final answer in \\boxed{}."
+    return tokenizer.apply_chat_template([{"role": "user", "content": user}], tokenize=False, add_generation_prompt=True)
+
+
+def reward(problem: dict, completion: str) -> float:
+    if problem["task"] == "countdown":
+        return countdown_reward(completion, problem["numbers"], problem["target"])
+    return math_reward(completion, problem["answer"])
+
+
+def answer_key(problem: dict, completion: str) -> str:
+    """What a majority vote compares: the number, or the expression without spaces."""
+    if problem["task"] == "countdown":
+        tagged = ANSWER_TAG.findall(completion)
+        return re.sub(r"\s", "", tagged[-1] if tagged else completion.strip().split("\n", 1)[0])
+    return str(extract_number(completion))
+
+
+# ----------------------------------------------------------------------------- rollout
+
+
+@dataclass
+class Rollout:
+    """Completions of a batch of prompts; tensors are (B, P) for the prompt and (B, T) for the completion."""
+
+    texts: list[str]
+    prompt_ids: torch.Tensor  # (B, P) left-padded
+    prompt_mask: torch.Tensor  # (B, P)
+    completion_ids: torch.Tensor  # (B, T) right-padded, EOS included
+    completion_mask: torch.Tensor  # (B, T)
+    logprobs: torch.Tensor  # (B, T) log-prob of each sampled token under the model (temperature 1)
+    entropy: torch.Tensor  # (B, T) full-vocabulary entropy of the model (temperature 1) at each token
+
+    @property
+    def tokens(self) -> int:
+        return int(self.completion_mask.sum())
+
+
+def cache_argument(model) -> str:
+    """transformers 5 renamed past_key_values to cache."""
+    return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
+
+
+def sample_tokens(logits, temperature, top_p, uniform):
+    """Inverse-CDF sampling in vocabulary order (greedy at temperature 0); logits (B, V), uniform (B,)."""
+    if temperature == 0:
+        return logits.argmax(-1)
+    probs = torch.softmax(logits / temperature, -1)  # (B, V)
+    if top_p < 1:
+        sorted_probs, order = probs.sort(-1, descending=True)
+        drop = sorted_probs.cumsum(-1) - sorted_probs >= top_p  # (B, V) tokens outside the nucleus
+        probs = probs.masked_fill(drop.scatter(-1, order, drop), 0.0)
+    cdf = probs.cumsum(-1)  # (B, V)
+    choice = torch.searchsorted(cdf, (uniform * cdf[:, -1]).unsqueeze(-1)).squeeze(-1)  # (B,)
+    return choice.clamp(max=logits.shape[-1] - 1)
+
+
+@torch.no_grad()
+def rollout(model, tokenizer, prompts: list[str], *, temperature: float = 0.0, top_p: float = 1.0,
+            max_new_tokens: int = 12, seed: int = 0, batch_size: int = 2048) -> Rollout:
+    """Decode completions of prompts (greedy at temperature 0), stopping at EOS.
+
+    The same seed gives every member of a population the same sampling noise. The signature is the
+    contract that a vLLM backend in scale/ fills too."""
+    if len(prompts) > batch_size:
+        parts = [rollout(model, tokenizer, prompts[i:i + batch_size], temperature=temperature, top_p=top_p,
+                         max_new_tokens=max_new_tokens, seed=seed + i, batch_size=batch_size)
+                 for i in range(0, len(prompts), batch_size)]
+        return concat_rollouts(parts, tokenizer.pad_token_id)
+    device = next(model.parameters()).device
+    encoded = tokenizer(prompts, padding=True, return_tensors="pt",
+                        add_special_tokens=tokenizer.chat_template is None).to(device)
+    prompt_ids, prompt_mask = encoded["input_ids"], encoded["attention_mask"]
+    batch = prompt_ids.shape[0]
+    generator = torch.Generator().manual_seed(seed)
+    cache = {cache_argument(model): None}
+    from transformers import DynamicCache
+
+    cache[next(iter(cache))] = DynamicCache(config=model.config)
+    mask = prompt_mask
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)
+    inputs, done = prompt_ids, torch.zeros(batch, dtype=torch.bool, device=device)
+    tokens, logprobs, entropies, alive = [], [], [], []
+    for _ in range(max_new_tokens):
+        logits = model(input_ids=inputs, attention_mask=mask, position_ids=positions, use_cache=True,
+                       **cache).logits[:, -1].float()  # (B, V)
+        logp = logits.log_softmax(-1)  # (B, V)
+        uniform = torch.rand(batch, generator=generator).to(device)  # (B,)
+        token = sample_tokens(logits, temperature, top_p, uniform)  # (B,)
+        token = token.masked_fill(done, tokenizer.pad_token_id)
+        tokens.append(token)
+        alive.append(~done)
+        logprobs.append(logp.gather(-1, token[:, None]).squeeze(-1))
+        entropies.append(-(logp.exp() * logp).sum(-1))
+        done = done | (token == tokenizer.eos_token_id)
+        if done.all():
+            break
+        inputs = token[:, None]
+        mask = torch.cat([mask, torch.ones_like(mask[:, :1])], 1)
+        positions = positions[:, -1:] + 1
+    completion_ids, completion_mask = torch.stack(tokens, 1), torch.stack(alive, 1).long()
+    texts = tokenizer.batch_decode(completion_ids.masked_fill(completion_mask == 0, tokenizer.pad_token_id),
+                                   skip_special_tokens=True)
+    return Rollout(texts, prompt_ids, prompt_mask, completion_ids, completion_mask,
+                   torch.stack(logprobs, 1) * completion_mask, torch.stack(entropies, 1) * completion_mask)
+
+
+def concat_rollouts(parts: list[Rollout], pad_id: int) -> Rollout:
+    def cat(name, value, left):
+        width = max(getattr(p, name).shape[1] for p in parts)
+        padded = []
+        for p in parts:
+            tensor = getattr(p, name)
+            gap = (width - tensor.shape[1], 0) if left else (0, width - tensor.shape[1])
+            padded.append(torch.nn.functional.pad(tensor, gap, value=value))
+        return torch.cat(padded, 0)
+
+    return Rollout(sum((p.texts for p in parts), []), cat("prompt_ids", pad_id, True), cat("prompt_mask", 0, True),
+                   cat("completion_ids", pad_id, False), cat("completion_mask", 0, False),
+                   cat("logprobs", 0.0, False), cat("entropy", 0.0, False))
+
+
+def token_logprobs(model, roll: Rollout, temperature: float = 1.0):
+    """Log-prob of each completion token at temperature, and the model's entropy (temperature 1): (B, T) each."""
+    ids = torch.cat([roll.prompt_ids, roll.completion_ids], 1)  # (B, P+T)
+    mask = torch.cat([roll.prompt_mask, roll.completion_mask], 1)  # (B, P+T)
+    positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, P+T)
+    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits
+    logits = logits[:, roll.prompt_ids.shape[1] - 1:-1].float()  # (B, T, V) predicting each completion token
+    logp_all = logits.log_softmax(-1)  # (B, T, V)
+    entropy = -(logp_all.exp() * logp_all).sum(-1)  # (B, T)
+    if temperature != 1.0:
+        logp_all = (logits / temperature).log_softmax(-1)
+    logp = logp_all.gather(-1, roll.completion_ids.unsqueeze(-1)).squeeze(-1)  # (B, T)
+    return logp, entropy
+
+
+def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
+    return (values * mask).sum() / mask.sum().clamp(min=1)
+
+
+def score(problems: list[dict], texts: list[str]) -> torch.Tensor:
+    """Rewards of completions; problems[i] is the problem of texts[i]."""
+    return torch.tensor([reward(p, t) for p, t in zip(problems, texts)])
+
+
+# ----------------------------------------------------------------------------- Pass@K
+
+
+def pass_at_k(n: int, c: int, k: int) -> float:
+    """Unbiased Pass@k from n samples with c correct: 1 - C(n-c, k) / C(n, k), in the stable product form."""
+    if not 0 <= c <= n or not 1 <= k <= n:
+        raise ValueError(f"pass_at_k needs 0 <= c <= n and 1 <= k <= n, got n={n} c={c} k={k}")
+    if n - c < k:
+        return 1.0
+    return 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+
+
+def maj_at_k(keys: list[str], correct: list[bool], k: int) -> float:
+    """Maj@k over disjoint groups of k samples: is the most frequent answer (first seen on ties) correct?"""
+    hits = []
+    for start in range(0, len(keys) - k + 1, k):
+        votes = Counter(keys[start:start + k])
+        winner = max(votes, key=lambda key: (votes[key], -keys.index(key, start)))
+        hits.append(correct[keys.index(winner, start)])
+    return float(np.mean(hits))
+
+
+def evaluate(model, tokenizer, problems: list[dict], args: Args, seed: int = 0) -> dict:
+    """Pass@K, Maj@K, greedy accuracy... of one model on problems: n samples each, in one batched pass."""
+    n = args.eval_samples
+    prompts = [prompt_text(p, tokenizer) for p in problems for _ in range(n)]
+    roll = rollout(model, tokenizer, prompts, temperature=args.eval_temperature, top_p=args.eval_top_p,
+                   max_new_tokens=args.max_new_tokens, seed=seed, batch_size=args.rollout_batch)
+    rewards = score([p for p in problems for _ in range(n)], roll.texts).view(len(problems), n)
+    correct = rewards == 1.0
+    result = {f"pass@{k}": float(np.mean([pass_at_k(n, int(c), k) for c in correct.sum(1)]))
+              for k in PASS_KS if k <= n}
+    keys = [answer_key(p, t) for p, t in zip([p for p in problems for _ in range(n)], roll.texts)]
+    result[f"maj@{MAJ_K}"] = float(np.mean([maj_at_k(keys[i * n:(i + 1) * n], correct[i].tolist(), MAJ_K)
+                                           for i in range(len(problems))]))
+    result["reward"] = float(rewards.mean())
+    result["entropy"] = float(masked_mean(roll.entropy, roll.completion_mask))
+    result["length"] = roll.tokens / len(prompts)
+    return result
+
+
+# ----------------------------------------------------------------------------- GRPO
+
+
+def group_advantages(rewards: torch.Tensor, group: int, scale_std: bool = True) -> torch.Tensor:
+    """A_i = (r_i - mean(group)) [/ std(group)]; rewards (B,) in consecutive groups; zero for zero-std groups."""
+    grouped = rewards.view(-1, group)  # (B/G, G)
+    centred = grouped - grouped.mean(1, keepdim=True)  # (B/G, G); rounding can leave it nonzero when all equal
+    if scale_std:
+        centred = centred / grouped.std(1, keepdim=True).clamp(min=1e-8)  # (B/G, G)
+    constant = grouped.amax(1, keepdim=True) == grouped.amin(1, keepdim=True)  # (B/G, 1)
+    return centred.masked_fill(constant, 0.0).flatten()  # (B,)
+
+
+def grpo_loss(logp, old_logp, ref_logp, advantages, mask, clip: float, beta: float):
+    """Clipped surrogate plus beta * k3 KL to the reference, mean over completion tokens (eq. GRPO).
+
+    logp, old_logp, ref_logp, mask: (B, T); advantages: (B,). Returns the loss and its parts."""
+    ratio = torch.exp(logp - old_logp)  # (B, T)
+    adv = advantages.unsqueeze(1)  # (B, 1)
+    surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - clip, 1 + clip) * adv)  # (B, T)
+    log_ref_ratio = ref_logp - logp  # (B, T)
+    kl = torch.exp(log_ref_ratio) - log_ref_ratio - 1  # (B, T) k3 estimator, >= 0
+    loss = masked_mean(-surrogate + beta * kl, mask)  # ()
+    clipped = ((ratio - 1).abs() > clip).float()  # (B, T)
+    return loss, {"kl": float(masked_mean(kl.detach(), mask)), "clip_frac": float(masked_mean(clipped, mask))}
+
+
+def grpo_step(model, reference, optimizer, tokenizer, problems: list[dict], args: Args, seed: int) -> dict:
+    """Sample a group per prompt, score, and take grpo_epochs AdamW steps on the clipped surrogate."""
+    group = [p for p in problems for _ in range(args.grpo_group)]
+    with torch.no_grad():
+        roll = rollout(model, tokenizer, [prompt_text(p, tokenizer) for p in group], temperature=args.grpo_temperature,
+                       max_new_tokens=args.max_new_tokens, seed=seed, batch_size=args.rollout_batch)
+        rewards = score(group, roll.texts)  # (B,)
+        advantages = group_advantages(rewards, args.grpo_group, args.grpo_scale_std).to(roll.completion_ids.device)
+        old_logp = token_logprobs(model, roll, args.grpo_temperature)[0]  # (B, T)
+        ref_logp = token_logprobs(reference, roll, args.grpo_temperature)[0] if args.grpo_beta else old_logp
+    model.train()
+    for _ in range(args.grpo_epochs):
+        logp, entropy = token_logprobs(model, roll, args.grpo_temperature)
+        loss, stats = grpo_loss(logp, old_logp, ref_logp, advantages, roll.completion_mask, args.grpo_clip, args.grpo_beta)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+    model.eval()
+    grouped = rewards.view(-1, args.grpo_group)
+    zero_std = (grouped.amax(1) == grouped.amin(1)).float().mean()
+    return {"reward": float(rewards.mean()), "reward_std": float(rewards.std()), "loss": float(loss),
+            "entropy": float(masked_mean(entropy.detach(), roll.completion_mask)), **stats,
+            "zero_std_frac": float(zero_std), "sequences": len(group), "tokens": roll.tokens}
+
+
+# ----------------------------------------------------------------------------- ES
+
+
+def noise(seed: int, index: int, like: torch.Tensor) -> torch.Tensor:
+    """eps for tensor `index` of the member with integer `seed`: independent per tensor, regenerable."""
+    generator = torch.Generator(device=like.device).manual_seed(seed * 1_000_003 + index)
+    return torch.randn(like.shape, generator=generator, device=like.device, dtype=torch.float32)
+
+
+@torch.no_grad()
+def set_weights(params: list[torch.Tensor], master: list[torch.Tensor], seed: int | None = None, sigma: float = 0.0):
+    """theta <- master (+ sigma * eps_seed): perturbs in place, and restores bit-exactly with seed=None."""
+    for index, (param, base) in enumerate(zip(params, master)):
+        value = base.to(param.device)
+        if seed is not None:
+            value = value + sigma * noise(seed, index, param)
+        param.copy_(value)
+
+
+@torch.no_grad()
+def es_update(params, master, seeds: list[int], z: torch.Tensor, alpha: float):
+    """theta <- theta + alpha * (1/N) sum_n z_n eps_n (paper's update, 1/sigma folded in), in fp32 on master."""
+    for index, (param, base) in enumerate(zip(params, master)):
+        step = torch.zeros(param.shape, dtype=torch.float32, device=param.device)
+        for seed, weight in zip(seeds, z.tolist()):
+            if weight:
+                step.add_(noise(seed, index, param), alpha=weight)
+        base.add_(step.to(base.device), alpha=alpha / len(seeds))
+    set_weights(params, master)
+
+
+def zscore(rewards: torch.Tensor) -> torch.Tensor:
+    """(r - mean) / std across the population; all-equal rewards carry no signal and give zeros."""
+    if rewards.max() == rewards.min():
+        return torch.zeros_like(rewards)
+    return (rewards - rewards.mean()) / rewards.std()
+
+
+def binary_entropy(p: torch.Tensor) -> torch.Tensor:
+    return -(torch.xlogy(p, p) + torch.xlogy(1 - p, 1 - p))
+
+
+def js_succ(success: torch.Tensor) -> float:
+    """Verifier-projected JS diversity: h(mean_i p_i) - mean_i h(p_i), averaged over problems.
+
+    success: (N members, problems) success probabilities."""
+    return float((binary_entropy(success.mean(0)) - binary_entropy(success).mean(0)).mean())
+
+
+def es_step(model, params, master, tokenizer, problems: list[dict], args: Args, seed: int) -> dict:
+    """Score N perturbed copies on the same prompts (and sampling noise), then move toward the better ones."""
+    seeds = random.Random(seed).sample(range(2**31 - 1), args.es_population)
+    prompts = [prompt_text(p, tokenizer) for p in problems]
+    member_rewards, member_success, tokens, entropy = [], [], 0, 0.0
+    for member_seed in seeds:
+        set_weights(params, master, member_seed, args.es_sigma)
+        roll = rollout(model, tokenizer, prompts, temperature=args.es_temperature, max_new_tokens=args.max_new_tokens,
+                       seed=seed, batch_size=args.rollout_batch)
+        rewards = score(problems, roll.texts)  # (P,)
+        member_rewards.append(rewards.mean())
+        member_success.append((rewards == 1.0).float())
+        tokens += roll.tokens
+        entropy += float(roll.entropy.sum())
+    rewards = torch.stack(member_rewards)  # (N,)
+    z = zscore(rewards) if args.es_zscore else (rewards - rewards.mean()) * (rewards.max() > rewards.min())
+    es_update(params, master, seeds, z, args.es_alpha)
+    return {"reward": float(rewards.mean()), "reward_std": float(rewards.std()), "reward_max": float(rewards.max()),
+            "js_succ": js_succ(torch.stack(member_success)), "entropy": entropy / max(tokens, 1),
+            "sequences": len(seeds) * len(prompts), "tokens": tokens}
+
+
+# ----------------------------------------------------------------------------- schedule
+
+
+def stages_of(algo: str, steps: int) -> list[tuple[str, int]]:
+    """The paper's sequential schedules split the update budget evenly."""
+    names = algo.split("-")
+    return [(name, steps // len(names) + (i < steps % len(names))) for i, name in enumerate(names)]
+
+
+def train_stage(name: str, updates: int, model, tokenizer, train: list[dict], args: Args, metrics, offset: int) -> dict:
+    """Run one stage (es or grpo) for `updates` updates; append one metrics line per update."""
+    params = [p for p in model.parameters()]
+    if name == "es":
+        master = [p.detach().float().cpu().clone() for p in params]
+        batch = args.es_prompts
+    else:
+        import copy
+        reference = copy.deepcopy(model).eval().requires_grad_(False) if args.grpo_beta else None
+        optimizer = torch.optim.AdamW(params, lr=args.grpo_lr, weight_decay=0.0)
+        batch = args.grpo_prompts
+    rng = random.Random(f"{args.seed}-{name}-{offset}")
+    totals = {"sequences": 0, "tokens": 0}
+    start = time.time()
+    for update in tqdm(range(updates), desc=name, disable=not IS_MAIN_RANK, leave=False):
+        tick = time.time()
+        problems = rng.sample(train, min(batch, len(train)))
+        step_seed = args.seed * 1_000_003 + offset + update
+        if name == "es":
+            stats = es_step(model, params, master, tokenizer, problems, args, step_seed)
+        else:
+            stats = grpo_step(model, reference, optimizer, tokenizer, problems, args, step_seed)
+        for key in totals:
+            totals[key] += stats[key]
+        seconds = time.time() - tick
+        line = {"update": offset + update + 1, "stage": name, **stats, "seconds": round(seconds, 3),
+                "seq_per_s": round(stats["sequences"] / seconds, 1), **totals}
+        metrics.write(json.dumps(line) + "\n")
+        metrics.flush()
+        extra = f"js {stats['js_succ']:.3f}" if name == "es" else f"kl {stats['kl']:.4f}"
+        tqdm.write(f"{name} {update + 1}/{updates} reward {stats['reward']:.3f} ent {stats['entropy']:.3f} {extra} "
+                   f"{seconds:.2f}s {line['seq_per_s']:.0f} seq/s") if IS_MAIN_RANK else None
+    return {**totals, "seconds": time.time() - start}
+
+
+def evaluation_sets(args: Args, tokenizer):
+    """(train, eval, held-out families): never overlapping; the built-in eval set is fixed across seeds."""
+    if args.data:
+        train = load_problems(args.data, args.task)
+        if args.eval_data:
+            evaluation = load_problems(args.eval_data, args.task)
+        else:  # hold out the file's last problems
+            if len(train) < 2:
+                raise SystemExit(f"{args.data}: needs at least 2 problems to hold some out (or give --eval-data)")
+            cut = max(1, min(args.eval_problems, len(train) // 5))
+            train, evaluation = train[:-cut], train[-cut:]
+    else:
+        evaluation = evaluation_pool("countdown", args.eval_split)
+        train = generate_problems("countdown", 5000, seed=args.seed, exclude=never_trained_on())
+    trained = train[0]["task"]
+    heldout = {task: evaluation_pool(task, args.eval_split)[:args.heldout_problems]
+               for task in ("countdown", "add", "sort") if task != trained}
+    if tokenizer.chat_template is None and trained == "math":
+        heldout = {}
+    return train, evaluation[:args.eval_problems], heldout
+
+
+def measure(name: str, model, tokenizer, evaluation, heldout, args: Args, cost: dict) -> dict:
+    result = evaluate(model, tokenizer, evaluation, args, seed=args.seed)
+    for task, problems in heldout.items():
+        result[f"heldout_{task}"] = evaluate(model, tokenizer, problems, args, seed=args.seed)
+    k = max(k for k in PASS_KS if k <= args.eval_samples)
+    result[f"heldout_pass@{k}"] = (float(np.mean([result[f"heldout_{t}"][f"pass@{k}"] for t in heldout]))
+                                   if heldout else None)
+    return {"name": name, **result, **cost}
+
+
+def print_table(stages: list[dict]):
+    columns = ["pass@1", "pass@16", "pass@64", "maj@16", "entropy", "heldout_pass@64", "sequences", "tokens", "seconds"]
+    log("| stage | " + " | ".join(columns) + " |\n|" + "---|" * (len(columns) + 1))
+    for row in stages:
+        cells = [row.get(c) for c in columns]
+        log(f"| {row['name']} | " + " | ".join("-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
+                                              for v in cells) + " |")
+
+
+def run(args: Args) -> dict:
+    """Evaluate the base model, train each stage of the schedule, evaluate and save after each."""
+    out = Path(args.out)
+    if out.exists() and any(out.iterdir()):
+        if not args.overwrite:
+            raise SystemExit(f"--out {out}: run folder exists; pass --overwrite to replace it")
+        shutil.rmtree(out)
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "config.json").write_text(json.dumps(dataclasses.asdict(args), indent=2))
+    random.seed(args.seed)
+    torch.manual_seed(args.seed)
+    device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    model, tokenizer = load_model(args.model, device, args.dtype)
+    model.eval()
+    train, evaluation, heldout = evaluation_sets(args, tokenizer)
+    log(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {len(train)} training / "
+        f"{len(evaluation)} eval problems, held out: {', '.join(heldout) or 'none'}; algo {args.algo}, {args.steps} updates")
+    stages = [measure("base", model, tokenizer, evaluation, heldout, args, {"sequences": 0, "tokens": 0, "seconds": 0.0})]
+    offset = 0
+    with open(out / "metrics.jsonl", "w") as metrics:
+        for index, (name, updates) in enumerate(stages_of(args.algo, args.steps)):
+            cost = train_stage(name, updates, model, tokenizer, train, args, metrics, offset)
+            offset += updates
+            model.save_pretrained(out / f"stage{index + 1}-{name}")
+            tokenizer.save_pretrained(out / f"stage{index + 1}-{name}")
+            stages.append(measure(name, model, tokenizer, evaluation, heldout, args, cost))
+            log(f"{name}: pass@1 {stages[-1]['pass@1']:.3f}, {cost['seconds']:.0f}s")
+    summary = {"algo": args.algo, "seed": args.seed, "stages": stages}
+    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    print_table(stages)
+    return summary
+
+
+# ----------------------------------------------------------------------------- pretraining (builds tiny_model/)
+
+
+@dataclass
+class PretrainArgs:
+    """Supervised pretraining of the shipped tiny model on the synthetic task families."""
+
+    out: str = flag(str(TINY_MODEL), "folder to write the model and tokenizer to")
+    seed: int = flag(0, "seed")
+    steps: int = flag(800, "optimizer steps")
+    batch: int = flag(256, "sequences per step")
+    lr: float = flag(3e-3, "peak AdamW learning rate (cosine decay)")
+    countdown_share: float = flag(0.6, "share of Countdown examples (the rest: add and sort)")
+
+
+def pretrain(p: PretrainArgs):
+    torch.manual_seed(p.seed)
+    model, tokenizer = build_tiny_model(p.seed)
+    rng = random.Random(p.seed)
+    excluded = never_trained_on()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=p.lr, weight_decay=0.01)
+    schedule = torch.optim.lr_scheduler.LambdaLR(optimizer, lambda s: 0.5 * (1 + math.cos(math.pi * s / p.steps)))
+    bar = tqdm(range(p.steps), desc="pretrain")
+    for _ in bar:
+        problems = []
+        while len(problems) < p.batch:
+            task = "countdown" if rng.random() < p.countdown_share else rng.choice(["add", "sort"])
+            problem = make_problem(task, rng)
+            if problem_key(problem) not in excluded:  # never train on the evaluation problems
+                problems.append(problem)
+        prompts = tokenizer([prompt_text(x, tokenizer) for x in problems], padding=True, return_tensors="pt")
+        tokenizer.padding_side = "right"
+        targets = [x.get("solution", x.get("answer")) + tokenizer.eos_token for x in problems]
+        completions = tokenizer(targets, padding=True, return_tensors="pt")
+        tokenizer.padding_side = "left"
+        roll = Rollout([], prompts["input_ids"], prompts["attention_mask"], completions["input_ids"],
+                       completions["attention_mask"], None, None)
+        logp, _ = token_logprobs(model, roll)
+        loss = -masked_mean(logp, roll.completion_mask)
+        optimizer.zero_grad(set_to_none=True)
+        loss.backward()
+        optimizer.step()
+        schedule.step()
+        bar.set_postfix(loss=f"{loss.item():.3f}")
+    model.save_pretrained(p.out)
+    tokenizer.save_pretrained(p.out)
+    record = {"command": " ".join(["python es_grpo.py pretrain", *sys.argv[2:]]), **dataclasses.asdict(p),
+              "final_loss": round(loss.item(), 4), "torch": torch.__version__}
+    record["out"] = Path(p.out).name
+    Path(p.out, "pretrain.json").write_text(json.dumps(record, indent=2))
+    log(f"saved {p.out}: loss {loss.item():.3f}")
+
+
+# ----------------------------------------------------------------------------- main
+
+if __name__ == "__main__":
+    torch.set_num_threads(max(1, min(torch.get_num_threads(), os.cpu_count() or 1)))
+    if sys.argv[1:2] == ["pretrain"]:
+        pretrain(PretrainArgs(**vars(dataclass_parser(PretrainArgs, "es_grpo.py pretrain").parse_args(sys.argv[2:]))))
+    else:
+        run(parse_args())

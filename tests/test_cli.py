@@ -1,0 +1,72 @@
+"""The real script, by subprocess, with tiny arguments."""
+import json
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+
+TINY_RUN = ["--steps", "2", "--es-population", "2", "--es-prompts", "4", "--grpo-prompts", "2", "--grpo-group", "2",
+            "--eval-problems", "3", "--heldout-problems", "2", "--eval-samples", "16"]
+
+
+def run_script(*argv, cwd=ROOT):
+    return subprocess.run([sys.executable, str(ROOT / "es_grpo.py"), *argv], cwd=cwd, capture_output=True, text=True,
+                          timeout=600)
+
+
+def test_end_to_end_run_writes_summary_metrics_and_loadable_checkpoints(tmp_path):
+    out = tmp_path / "run"
+    result = run_script(*TINY_RUN, "--out", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert [s["name"] for s in summary["stages"]] == ["base", "grpo", "es"]
+    for stage in summary["stages"]:
+        for key in ("pass@1", "pass@16", "maj@16", "entropy", "heldout_pass@16", "sequences", "tokens", "seconds"):
+            assert key in stage
+    assert summary["stages"][1]["sequences"] == 2 * 2 and summary["stages"][2]["sequences"] == 2 * 4
+    metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [m["update"] for m in metrics] == [1, 2] and [m["stage"] for m in metrics] == ["grpo", "es"]
+    config = json.loads((out / "config.json").read_text())
+    assert config["es_population"] == 2 and config["algo"] == "grpo-es"
+    from transformers import AutoModelForCausalLM, AutoTokenizer
+    model = AutoModelForCausalLM.from_pretrained(out / "stage2-es")
+    tokenizer = AutoTokenizer.from_pretrained(out / "stage2-es")
+    assert tokenizer.decode(tokenizer("C3,5,7=56:").input_ids) == "C3,5,7=56:" and model.num_parameters() > 0
+    assert "| base |" in result.stdout and "| es |" in result.stdout
+    again = run_script(*TINY_RUN, "--out", str(out))  # never overwrite a finished run silently
+    assert again.returncode != 0 and "exists" in again.stderr
+
+
+def test_paper_preset_resolves_the_papers_settings(tmp_path):
+    sys.path.insert(0, str(ROOT))
+    import es_grpo
+    args = es_grpo.parse_args(["--preset", "paper", "--es-population", "16"])
+    assert (args.es_population, args.es_sigma, args.es_alpha, args.es_prompts) == (16, 1.5e-3, 2.5e-4, 64)
+    assert (args.grpo_group, args.grpo_lr, args.grpo_beta, args.grpo_clip, args.eval_temperature) == (8, 1e-6, 1e-3, 0.2, 0.6)
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--es-population", "1"], "--es-population"),
+    (["--es-sigma", "0"], "--es-sigma"),
+    (["--grpo-lr", "-1"], "--grpo-lr"),
+    (["--steps", "0"], "--steps"),
+    (["--algo", "ppo"], "--algo"),
+    (["--preset", "huge"], "--preset"),
+    (["--eval-samples", "8"], "--eval-samples"),
+])
+def test_invalid_flags_exit_2_before_any_work(flags, message, tmp_path):
+    result = run_script(*flags, "--out", str(tmp_path / "never"))
+    assert result.returncode == 2 and message in result.stderr.splitlines()[-1]
+    assert not (tmp_path / "never").exists()
+
+
+def test_pretrain_command_builds_a_loadable_model(tmp_path):
+    result = run_script("pretrain", "--steps", "2", "--batch", "8", "--out", str(tmp_path / "m"))
+    assert result.returncode == 0, result.stderr[-2000:]
+    record = json.loads((tmp_path / "m" / "pretrain.json").read_text())
+    assert record["steps"] == 2 and record["seed"] == 0 and record["command"].startswith("python es_grpo.py pretrain")
+    import es_grpo
+    model, tokenizer = es_grpo.load_model(str(tmp_path / "m"))
+    assert tokenizer.pad_token_id == 0 and model.config.vocab_size == len(tokenizer)

@@ -1,0 +1,44 @@
+import json
+
+import pytest
+
+import es_grpo
+from es_grpo import load_problems
+
+
+def write(path, lines):
+    path.write_text("\n".join(lines) + "\n")
+    return str(path)
+
+
+def test_loads_countdown_and_math_files_recognising_the_task(tmp_path):
+    countdown = write(tmp_path / "c.jsonl", [json.dumps({"numbers": [3, 5, 7], "target": 56}), ""])
+    math = write(tmp_path / "m.jsonl", [json.dumps({"question": "1+1?", "answer": "so #### 2"})])
+    assert load_problems(countdown) == [{"task": "countdown", "numbers": [3, 5, 7], "target": 56}]
+    assert load_problems(math)[0]["task"] == "math"
+
+
+@pytest.mark.parametrize("lines, message", [
+    (['{"numbers": [1, 2], "target": 3}', "{oops"], "bad.jsonl:2: not valid JSON"),
+    (['{"numbers": [1, "2"], "target": 3}'], "bad.jsonl:1: countdown needs"),
+    (['{"question": "x"}'], "bad.jsonl:1: math needs"),
+    ([""], "bad.jsonl: no problems"),
+])
+def test_bad_data_files_get_one_line_errors_naming_file_and_line(tmp_path, lines, message):
+    with pytest.raises(SystemExit) as error:
+        load_problems(write(tmp_path / "bad.jsonl", lines))
+    assert message in str(error.value) and "\n" not in str(error.value)
+
+
+def test_missing_model_folder_or_not_a_model(tmp_path):
+    with pytest.raises(SystemExit, match="no config.json"):
+        es_grpo.load_model(str(tmp_path))
+
+
+def test_builtin_training_problems_never_include_evaluation_problems():
+    args = es_grpo.Args()
+    model, tokenizer = None, type("T", (), {"chat_template": None})()
+    train, evaluation, heldout = es_grpo.evaluation_sets(args, tokenizer)
+    keys = {es_grpo.problem_key(p) for p in train}
+    assert not keys & {es_grpo.problem_key(p) for p in evaluation}
+    assert set(heldout) == {"add", "sort"} and len(evaluation) == args.eval_problems

@@ -1,0 +1,80 @@
+import random
+
+import pytest
+import torch
+
+import es_grpo
+from es_grpo import es_update, js_succ, noise, set_weights, zscore
+
+
+def snapshot(model):
+    return [p.detach().clone() for p in model.parameters()]
+
+
+def test_perturb_then_restore_gives_identical_weights(fresh_tiny):
+    model, _ = fresh_tiny
+    params = list(model.parameters())
+    before = snapshot(model)
+    master = [p.detach().float().clone() for p in params]
+    set_weights(params, master, seed=123, sigma=0.05)
+    assert any(not torch.equal(a, b) for a, b in zip(before, params))
+    set_weights(params, master)
+    assert all(torch.equal(a, b) for a, b in zip(before, params))
+
+
+def test_noise_is_regenerable_and_independent_per_tensor():
+    like = torch.zeros(64, 64)
+    assert torch.equal(noise(7, 3, like), noise(7, 3, like))
+    assert not torch.equal(noise(7, 3, like), noise(7, 4, like))  # same shape, other tensor
+    assert not torch.equal(noise(7, 3, like), noise(8, 3, like))  # other member
+
+
+def test_es_update_equals_direct_computation(fresh_tiny):
+    model, _ = fresh_tiny
+    params = list(model.parameters())
+    theta = [p.detach().double().clone() for p in params]
+    master = [p.detach().float().clone() for p in params]
+    seeds, rewards, sigma, alpha = [11, 22, 33, 44], torch.tensor([0.1, 0.5, 0.2, 0.9]), 0.01, 0.003
+    eps = []  # read each member's noise back from its perturbed weights
+    for seed in seeds:
+        set_weights(params, master, seed, sigma)
+        eps.append([(p.detach().double() - t) / sigma for p, t in zip(params, theta)])
+    set_weights(params, master)
+    z = (rewards - rewards.mean()) / rewards.std()
+    es_update(params, master, seeds, z, alpha)
+    for i, (param, base) in enumerate(zip(params, theta)):
+        expected = base + alpha / len(seeds) * sum(float(z[n]) * eps[n][i] for n in range(len(seeds)))
+        torch.testing.assert_close(param.detach().double(), expected, atol=2e-6, rtol=0)
+        assert torch.equal(master[i], param.detach())  # weights follow the fp32 master
+
+
+def test_equal_rewards_give_zero_update_and_no_nan(fresh_tiny):
+    model, _ = fresh_tiny
+    params = list(model.parameters())
+    before = snapshot(model)
+    master = [p.detach().float().clone() for p in params]
+    z = zscore(torch.full((8,), 0.1))
+    assert torch.equal(z, torch.zeros(8))
+    es_update(params, master, list(range(8)), z, alpha=1.0)
+    assert all(torch.equal(a, b) for a, b in zip(before, params))
+
+
+def test_js_succ_on_hand_built_success_rates():
+    assert js_succ(torch.full((4, 3), 0.3)) == pytest.approx(0.0, abs=1e-6)
+    split = torch.tensor([[1.0], [0.0]])  # two members, one always right, one always wrong
+    assert js_succ(split) == pytest.approx(torch.log(torch.tensor(2.0)).item(), abs=1e-6)
+    assert 0 < js_succ(torch.tensor([[0.2], [0.6]])) < js_succ(split)
+
+
+def test_es_step_scores_population_and_moves_weights(fresh_tiny):
+    """One iteration: N x P sequences scored, weights moved, model left equal to the fp32 master."""
+    model, tokenizer = fresh_tiny
+    params = list(model.parameters())
+    master = [p.detach().float().clone() for p in params]
+    args = es_grpo.Args(es_population=4, es_prompts=8, es_temperature=0.0)
+    problems = es_grpo.generate_problems("countdown", 8, seed=5)
+    before = snapshot(model)
+    stats = es_grpo.es_step(model, params, master, tokenizer, problems, args, seed=1)
+    assert stats["sequences"] == 32 and stats["tokens"] > 0 and 0 <= stats["js_succ"] <= 0.7
+    assert any(not torch.equal(a, b) for a, b in zip(before, params))
+    assert all(torch.equal(m, p.detach()) for m, p in zip(master, params))
