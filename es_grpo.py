@@ -9,8 +9,8 @@ Run it (laptop, CPU, no network: trains the shipped tiny model, GRPO then ES):
     python es_grpo.py --algo es --steps 100 --seed 1 --out runs/es-s1
     python es_grpo.py --algo grpo-es --model Qwen/Qwen2.5-1.5B-Instruct \\
         --data gsm8k_train.jsonl --preset paper --device cuda
-    python es_grpo.py pretrain --out tiny_model      # rebuild the shipped model
-Multi-GPU (torchrun) lives in scale/, which imports this file.
+    python es_grpo.py --resume runs/es-s1           # continue an interrupted run
+    python es_grpo.py pretrain                       # rebuild the shipped tiny_model/
 
 Sections, in the paper's order: config, model, task and verifier, rollout,
 Pass@K, GRPO, ES, schedule, main.
@@ -40,6 +40,7 @@ marked; `--preset paper` restores the paper's settings):
 from __future__ import annotations
 
 import argparse
+import copy
 import dataclasses
 import inspect
 import json
@@ -58,11 +59,12 @@ from pathlib import Path
 import numpy as np
 import torch
 from tqdm import tqdm
+from transformers import DynamicCache
 
 HERE = Path(__file__).resolve().parent
 TINY_MODEL = HERE / "tiny_model"
 IS_MAIN_RANK = int(os.environ.get("RANK", "0")) == 0
-log = print if IS_MAIN_RANK else (lambda *a, **k: None)
+log = tqdm.write if IS_MAIN_RANK else (lambda *a, **k: None)  # silent on other ranks, keeps the bar intact
 
 # ----------------------------------------------------------------------------- config
 
@@ -83,6 +85,8 @@ class Args:
     steps: int = flag(200, "total updates; two-stage schedules split them evenly")
     out: str = flag("", "run folder (empty: runs/ALGO-sSEED)")
     overwrite: bool = flag(False, "replace an existing run folder")
+    resume: str = flag("", "continue the interrupted run in this folder (its saved config is used)")
+    save_every: int = flag(10, "updates between checkpoints (0: only after each stage)")
     seed: int = flag(0, "seed of everything random")
     preset: str = flag("tiny", "defaults to start from: tiny (CPU, shipped model) or paper")
     device: str = flag("auto", "cpu, cuda, ... (auto: cuda if available)")
@@ -125,8 +129,13 @@ ALGOS = ("es", "grpo", "grpo-es", "es-grpo")
 PASS_KS, MAJ_K = (1, 16, 64), 16
 
 
+class OneLineErrors(argparse.ArgumentParser):
+    def error(self, message):
+        self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
+
+
 def dataclass_parser(cls, prog=None, description=None) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog=prog, description=description or cls.__doc__)
+    parser = OneLineErrors(prog=prog, description=description or cls.__doc__)
     for f in dataclasses.fields(cls):
         name = "--" + f.name.replace("_", "-")
         if f.type == "bool":
@@ -154,6 +163,7 @@ def parse_args(argv=None) -> Args:
         (args.es_sigma <= 0, "--es-sigma must be positive"),
         (args.es_alpha < 0 or args.grpo_lr < 0, "--es-alpha and --grpo-lr must not be negative"),
         (args.grpo_group < 2, "--grpo-group must be at least 2"),
+        (args.save_every < 0, "--save-every must not be negative"),
         (min(args.es_prompts, args.grpo_prompts, args.eval_problems, args.max_new_tokens,
              args.rollout_batch, args.grpo_epochs) < 1, "counts (prompts, problems, tokens, batch, epochs) must be at least 1"),
         (args.eval_samples < MAJ_K, f"--eval-samples must be at least {MAJ_K} (Maj@{MAJ_K})"),
@@ -503,10 +513,7 @@ def rollout(model, tokenizer, prompts: list[str], *, temperature: float = 0.0, t
     prompt_ids, prompt_mask = encoded["input_ids"], encoded["attention_mask"]
     batch = prompt_ids.shape[0]
     generator = torch.Generator().manual_seed(seed)
-    cache = {cache_argument(model): None}
-    from transformers import DynamicCache
-
-    cache[next(iter(cache))] = DynamicCache(config=model.config)
+    cache = {cache_argument(model): DynamicCache(config=model.config)}
     mask = prompt_mask
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
     inputs, done = prompt_ids, torch.zeros(batch, dtype=torch.bool, device=device)
@@ -629,7 +636,7 @@ def group_advantages(rewards: torch.Tensor, group: int, scale_std: bool = True) 
 
 
 def grpo_loss(logp, old_logp, ref_logp, advantages, mask, clip: float, beta: float):
-    """Clipped surrogate plus beta * k3 KL to the reference, mean over completion tokens (eq. GRPO).
+    """Clipped surrogate plus beta * k3 KL to the reference, mean over completion tokens (PAPER.md, GRPO settings).
 
     logp, old_logp, ref_logp, mask: (B, T); advantages: (B,). Returns the loss and its parts."""
     ratio = torch.exp(logp - old_logp)  # (B, T)
@@ -662,7 +669,7 @@ def grpo_step(model, reference, optimizer, tokenizer, problems: list[dict], args
     model.eval()
     grouped = rewards.view(-1, args.grpo_group)
     zero_std = (grouped.amax(1) == grouped.amin(1)).float().mean()
-    return {"reward": float(rewards.mean()), "reward_std": float(rewards.std()), "loss": float(loss),
+    return {"reward": float(rewards.mean()), "reward_std": float(rewards.std()), "loss": loss.item(),
             "entropy": float(masked_mean(entropy.detach(), roll.completion_mask)), **stats,
             "zero_std_frac": float(zero_std), "sequences": len(group), "tokens": roll.tokens}
 
@@ -747,21 +754,28 @@ def stages_of(algo: str, steps: int) -> list[tuple[str, int]]:
     return [(name, steps // len(names) + (i < steps % len(names))) for i, name in enumerate(names)]
 
 
-def train_stage(name: str, updates: int, model, tokenizer, train: list[dict], args: Args, metrics, offset: int) -> dict:
-    """Run one stage (es or grpo) for `updates` updates; append one metrics line per update."""
-    params = [p for p in model.parameters()]
+def train_stage(name: str, updates: int, model, tokenizer, train: list[dict], args: Args, metrics, offset: int,
+                resume: dict | None, save) -> dict:
+    """Run one stage (es or grpo) for `updates` updates, from `resume` (a checkpoint) if given; append one
+    metrics line per update and call save(state) every args.save_every updates and at the end."""
+    params = list(model.parameters())
     if name == "es":
-        master = [p.detach().float().cpu().clone() for p in params]
+        master = resume["master"] if resume else [p.detach().float().cpu().clone() for p in params]
         batch = args.es_prompts
     else:
-        import copy
         reference = copy.deepcopy(model).eval().requires_grad_(False) if args.grpo_beta else None
         optimizer = torch.optim.AdamW(params, lr=args.grpo_lr, weight_decay=0.0)
+        if resume:
+            optimizer.load_state_dict(resume["optimizer"])
+            if reference is not None:
+                reference.load_state_dict(resume["reference"])
         batch = args.grpo_prompts
     rng = random.Random(f"{args.seed}-{name}-{offset}")
-    totals = {"sequences": 0, "tokens": 0}
-    start = time.time()
-    for update in tqdm(range(updates), desc=name, disable=not IS_MAIN_RANK, leave=False):
+    if resume:
+        rng.setstate(resume["rng"])
+    totals = resume["totals"] if resume else {"sequences": 0, "tokens": 0, "seconds": 0.0}
+    first = resume["update"] if resume else 0
+    for update in tqdm(range(first, updates), desc=name, initial=first, total=updates, disable=not IS_MAIN_RANK, leave=False):
         tick = time.time()
         problems = rng.sample(train, min(batch, len(train)))
         step_seed = args.seed * 1_000_003 + offset + update
@@ -769,17 +783,26 @@ def train_stage(name: str, updates: int, model, tokenizer, train: list[dict], ar
             stats = es_step(model, params, master, tokenizer, problems, args, step_seed)
         else:
             stats = grpo_step(model, reference, optimizer, tokenizer, problems, args, step_seed)
-        for key in totals:
-            totals[key] += stats[key]
+        if not (math.isfinite(stats.get("loss", 0.0)) and all(torch.isfinite(p).all() for p in params)):
+            raise SystemExit(f"update {offset + update + 1} ({name}): non-finite loss or weights; stopped, "
+                             f"the last good checkpoint is kept in {args.out}")
         seconds = time.time() - tick
+        totals = {"sequences": totals["sequences"] + stats["sequences"], "tokens": totals["tokens"] + stats["tokens"],
+                  "seconds": totals["seconds"] + seconds}
         line = {"update": offset + update + 1, "stage": name, **stats, "seconds": round(seconds, 3),
-                "seq_per_s": round(stats["sequences"] / seconds, 1), **totals}
+                "seq_per_s": round(stats["sequences"] / seconds, 1), "sequences": totals["sequences"],
+                "tokens": totals["tokens"]}
         metrics.write(json.dumps(line) + "\n")
         metrics.flush()
         extra = f"js {stats['js_succ']:.3f}" if name == "es" else f"kl {stats['kl']:.4f}"
-        tqdm.write(f"{name} {update + 1}/{updates} reward {stats['reward']:.3f} ent {stats['entropy']:.3f} {extra} "
-                   f"{seconds:.2f}s {line['seq_per_s']:.0f} seq/s") if IS_MAIN_RANK else None
-    return {**totals, "seconds": time.time() - start}
+        log(f"{name} {update + 1}/{updates} reward {stats['reward']:.3f} ent {stats['entropy']:.3f} {extra} "
+            f"{seconds:.2f}s {line['seq_per_s']:.0f} seq/s")
+        if update + 1 == updates or (args.save_every and (update + 1) % args.save_every == 0):
+            save({"update": update + 1, "totals": totals, "rng": rng.getstate(),
+                  "master": master if name == "es" else None,
+                  "optimizer": optimizer.state_dict() if name == "grpo" else None,
+                  "reference": reference.state_dict() if name == "grpo" and reference is not None else None})
+    return totals
 
 
 def evaluation_sets(args: Args, tokenizer):
@@ -823,15 +846,40 @@ def print_table(stages: list[dict]):
                                               for v in cells) + " |")
 
 
-def run(args: Args) -> dict:
-    """Evaluate the base model, train each stage of the schedule, evaluate and save after each."""
+def atomic_write(path: Path, write):
+    """Write through a temporary name and rename, so a crash never leaves a half-written file."""
+    tmp = path.with_name(path.name + ".tmp")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def prepare_run_folder(args: Args) -> tuple[Args, dict | None]:
+    """A new run folder, or with --resume the saved config and last checkpoint of an interrupted run."""
+    if args.resume:
+        folder = Path(args.resume)
+        try:
+            saved = json.loads((folder / "config.json").read_text())
+            checkpoint = torch.load(folder / "checkpoint.pt", weights_only=False) if (folder / "checkpoint.pt").exists() else None
+        except (OSError, ValueError, RuntimeError) as err:
+            raise SystemExit(f"--resume {folder}: not a resumable run folder ({err.__class__.__name__})")
+        return Args(**{**saved, "resume": str(folder), "out": str(folder)}), checkpoint
     out = Path(args.out)
     if out.exists() and any(out.iterdir()):
         if not args.overwrite:
-            raise SystemExit(f"--out {out}: run folder exists; pass --overwrite to replace it")
+            raise SystemExit(f"--out {out}: run folder exists; pass --resume {out} to continue it or --overwrite to replace it")
         shutil.rmtree(out)
     out.mkdir(parents=True, exist_ok=True)
-    (out / "config.json").write_text(json.dumps(dataclasses.asdict(args), indent=2))
+    atomic_write(out / "config.json", lambda tmp: tmp.write_text(json.dumps(dataclasses.asdict(args), indent=2)))
+    return args, None
+
+
+def run(args: Args) -> dict:
+    """Evaluate the base model, train each stage of the schedule, evaluate and save after each.
+
+    A checkpoint (weights, optimizer or ES master, RNG state, evaluations so far) is replaced atomically
+    every --save-every updates and after each stage; --resume continues bit-exactly from it."""
+    args, checkpoint = prepare_run_folder(args)
+    out = Path(args.out)
     random.seed(args.seed)
     torch.manual_seed(args.seed)
     device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
@@ -840,18 +888,39 @@ def run(args: Args) -> dict:
     train, evaluation, heldout = evaluation_sets(args, tokenizer)
     log(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {len(train)} training / "
         f"{len(evaluation)} eval problems, held out: {', '.join(heldout) or 'none'}; algo {args.algo}, {args.steps} updates")
-    stages = [measure("base", model, tokenizer, evaluation, heldout, args, {"sequences": 0, "tokens": 0, "seconds": 0.0})]
-    offset = 0
-    with open(out / "metrics.jsonl", "w") as metrics:
-        for index, (name, updates) in enumerate(stages_of(args.algo, args.steps)):
-            cost = train_stage(name, updates, model, tokenizer, train, args, metrics, offset)
-            offset += updates
+    schedule = stages_of(args.algo, args.steps)
+    if checkpoint:
+        model.load_state_dict(checkpoint["model"])
+        done = sum(updates for _, updates in schedule[:checkpoint["stage"]]) + (checkpoint["stage_state"] or {}).get("update", 0)
+        lines = (out / "metrics.jsonl").read_text().splitlines() if (out / "metrics.jsonl").exists() else []
+        kept = [line for line in lines if line.strip() and json.loads(line)["update"] <= done]
+        atomic_write(out / "metrics.jsonl", lambda tmp: tmp.write_text("".join(line + "\n" for line in kept)))
+        stages = checkpoint["stages"]
+        log(f"resuming {out} after update {done}")
+    else:
+        stages = [measure("base", model, tokenizer, evaluation, heldout, args, {"sequences": 0, "tokens": 0, "seconds": 0.0})]
+
+    def save(stage: int, stage_state: dict | None):
+        state = {"model": model.state_dict(), "stage": stage, "stage_state": stage_state, "stages": stages,
+                 "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}}
+        atomic_write(out / "checkpoint.pt", lambda tmp: torch.save(state, tmp))
+
+    first_stage = checkpoint["stage"] if checkpoint else 0
+    with open(out / "metrics.jsonl", "a") as metrics:
+        for index, (name, updates) in enumerate(schedule):
+            if index < first_stage:
+                continue
+            resume = checkpoint["stage_state"] if checkpoint and index == first_stage else None
+            offset = sum(u for _, u in schedule[:index])
+            cost = train_stage(name, updates, model, tokenizer, train, args, metrics, offset, resume,
+                               lambda stage_state: save(index, stage_state))
             model.save_pretrained(out / f"stage{index + 1}-{name}")
             tokenizer.save_pretrained(out / f"stage{index + 1}-{name}")
             stages.append(measure(name, model, tokenizer, evaluation, heldout, args, cost))
+            save(index + 1, None)
             log(f"{name}: pass@1 {stages[-1]['pass@1']:.3f}, {cost['seconds']:.0f}s")
     summary = {"algo": args.algo, "seed": args.seed, "stages": stages}
-    (out / "summary.json").write_text(json.dumps(summary, indent=2))
+    atomic_write(out / "summary.json", lambda tmp: tmp.write_text(json.dumps(summary, indent=2)))
     print_table(stages)
     return summary
 

@@ -23,3 +23,8 @@ def fresh_tiny():
     """A copy that a test may modify."""
     model, tokenizer = es_grpo.load_model("")
     return model.eval(), tokenizer
+
+
+def pytest_addoption(parser):
+    parser.addoption("--fuzz-count", type=int, default=5000,
+                     help="completions per verifier in the fuzz test (the full run: 100000)")

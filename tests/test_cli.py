@@ -55,10 +55,13 @@ def test_paper_preset_resolves_the_papers_settings(tmp_path):
     (["--algo", "ppo"], "--algo"),
     (["--preset", "huge"], "--preset"),
     (["--eval-samples", "8"], "--eval-samples"),
+    (["--save-every", "-1"], "--save-every"),
+    (["--steps", "ten"], "--steps"),
+    (["--no-such-flag", "1"], "--no-such-flag"),
 ])
 def test_invalid_flags_exit_2_before_any_work(flags, message, tmp_path):
     result = run_script(*flags, "--out", str(tmp_path / "never"))
-    assert result.returncode == 2 and message in result.stderr.splitlines()[-1]
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1 and message in result.stderr
     assert not (tmp_path / "never").exists()
 
 

@@ -42,3 +42,30 @@ def test_builtin_training_problems_never_include_evaluation_problems():
     keys = {es_grpo.problem_key(p) for p in train}
     assert not keys & {es_grpo.problem_key(p) for p in evaluation}
     assert set(heldout) == {"add", "sort"} and len(evaluation) == args.eval_problems
+
+
+def test_model_path_that_does_not_exist_or_is_not_a_causal_lm(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    for name in ("/no/such/model", "no-such-org/no-such-model"):
+        with pytest.raises(SystemExit, match="cannot load a causal LM"):
+            es_grpo.load_model(name)
+    (tmp_path / "config.json").write_text('{"model_type": "vit"}')
+    with pytest.raises(SystemExit, match="cannot load a causal LM"):
+        es_grpo.load_model(str(tmp_path))
+
+
+def test_tokenizer_without_pad_token_is_handled(tmp_path):
+    import shutil
+    from transformers import AutoTokenizer
+    folder = tmp_path / "nopad"
+    shutil.copytree(es_grpo.TINY_MODEL, folder)
+    for name in ("tokenizer.json", "tokenizer_config.json"):
+        (folder / name).unlink()
+    tokenizer = AutoTokenizer.from_pretrained(es_grpo.TINY_MODEL)
+    tokenizer.pad_token = None
+    tokenizer.save_pretrained(folder)
+    assert AutoTokenizer.from_pretrained(folder).pad_token is None  # the case under test
+    model, tokenizer = es_grpo.load_model(str(folder))
+    assert tokenizer.pad_token_id == tokenizer.eos_token_id
+    roll = es_grpo.rollout(model, tokenizer, ["C3,5,7=56:", "A12+30:"], max_new_tokens=4)
+    assert len(roll.texts) == 2

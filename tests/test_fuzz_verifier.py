@@ -1,0 +1,73 @@
+"""Seeded fuzzing of the verifiers: every call returns a reward in {0, 0.1, 1}, never raises, stays cheap,
+and never runs model text. Full count: python -m pytest tests/test_fuzz_verifier.py --fuzz-count 100000 -s"""
+import builtins
+import random
+import time
+
+import pytest
+
+from es_grpo import countdown_reward, math_reward
+
+ODD = ["０", "٣", "𝟑", "³", "½", "−", "×", "÷", "O", "l", "ⅰ", "\u200b", "\x00", "🙂", "\\", "{", "}", "e", "E", ".", ",", "_"]
+OPERATORS = ["+", "-", "*", "/", "**", "//", "%", "^", "(", ")", " ", "=", "==", "<<", "@"]
+TAGS = ["<answer>", "</answer>", "\\boxed{", "}", "####", "\n"]
+
+
+def number(rng):
+    kind = rng.random()
+    if kind < 0.6:
+        return str(rng.choice([0, 1, 2, 3, 5, 7, 8, 12, 20, 24, 100]))
+    if kind < 0.9:
+        return str(rng.randint(0, 10**rng.randint(1, 30)))
+    return "9" * rng.randint(50, 5000)
+
+
+def completion(rng):
+    kind = rng.random()
+    if kind < 0.05:
+        return rng.choice(["", " ", "(" * 10_000, ")" * 10_000, "1" * 100_000, "<answer>" * 5000, "\\boxed{" * 5000,
+                           "(" * 5000 + "1" + ")" * 5000, "+".join(["1"] * 20_000)])
+    if kind < 0.25:
+        return "".join(chr(rng.randrange(32, 0x2FFF)) for _ in range(rng.randint(0, 300)))
+    parts = []
+    depth = 0
+    for _ in range(rng.randint(1, 80)):
+        roll = rng.random()
+        if roll < 0.4:
+            parts.append(number(rng))
+        elif roll < 0.8:
+            op = rng.choice(OPERATORS)
+            depth += {"(": 1, ")": -1}.get(op, 0)
+            parts.append(op)
+        elif roll < 0.9:
+            parts.append(rng.choice(ODD))
+        else:
+            parts.append(rng.choice(TAGS))
+    if rng.random() < 0.3:
+        parts.append(")" * max(depth, 0))
+    text = "".join(parts)
+    if rng.random() < 0.1:
+        text = "<answer>" + text + "</answer>"
+    return text
+
+
+def test_fuzzed_completions(request, monkeypatch):
+    def forbidden(*args, **kwargs):
+        raise AssertionError("the verifier must not run model text")
+
+    monkeypatch.setattr(builtins, "eval", forbidden)
+    monkeypatch.setattr(builtins, "exec", forbidden)
+    count, rng, worst, seen = request.config.getoption("--fuzz-count"), random.Random(0), 0.0, set()
+    for i in range(count):
+        text = completion(rng)
+        numbers = [rng.choice([1, 2, 3, 5, 7, 8, 12]) for _ in range(rng.randint(1, 4))]
+        for call in (lambda: countdown_reward(text, numbers, rng.randint(-5, 100)),
+                     lambda: math_reward(text, rng.choice(["#### 24", "7", "-3", "1,000", "0.5"]))):
+            start = time.perf_counter()
+            value = call()
+            worst = max(worst, time.perf_counter() - start)
+            assert value in (0.0, 0.1, 1.0), text[:200]
+            seen.add(value)
+    print(f"\nfuzz: {count} completions x 2 verifiers, worst call {worst * 1e3:.2f} ms, rewards seen {sorted(seen)}")
+    assert seen >= {0.0, 0.1}
+    assert worst < 0.05, f"worst verifier call took {worst * 1e3:.1f} ms"

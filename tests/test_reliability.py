@@ -1,0 +1,75 @@
+"""Crash-safe checkpoints, exact resumption, determinism, degenerate signals."""
+import json
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+
+import torch
+from safetensors.torch import load_file
+
+from conftest import ROOT
+from test_cli import run_script
+
+RUN = ["--steps", "6", "--es-population", "4", "--es-prompts", "4", "--grpo-prompts", "2", "--grpo-group", "4",
+       "--eval-problems", "2", "--heldout-problems", "2", "--eval-samples", "16", "--save-every", "1"]
+
+
+def final_weights(out):
+    return load_file(out / "stage2-es" / "model.safetensors")
+
+
+def metrics_without_timing(out):
+    lines = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    return [{k: v for k, v in line.items() if k not in ("seconds", "seq_per_s")} for line in lines]
+
+
+def test_sigkill_then_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path):
+    reference = tmp_path / "reference"
+    assert run_script(*RUN, "--out", str(reference)).returncode == 0
+    killed = tmp_path / "killed"
+    kill_after = random.Random(os.getpid()).randint(1, 5)  # updates finished before the kill
+    process = subprocess.Popen([sys.executable, str(ROOT / "es_grpo.py"), *RUN, "--out", str(killed)], cwd=ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    metrics, deadline = killed / "metrics.jsonl", time.time() + 300
+    while time.time() < deadline and process.poll() is None:
+        if metrics.exists() and len(metrics.read_text().splitlines()) >= kill_after:
+            break
+        time.sleep(0.01)
+    process.send_signal(signal.SIGKILL)
+    process.wait()
+    assert not (killed / "summary.json").exists(), "the run finished before it could be killed"
+    resumed = run_script("--resume", str(killed))
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "resuming" in resumed.stdout
+    expected, got = final_weights(reference), final_weights(killed)
+    assert expected.keys() == got.keys() and all(torch.equal(expected[k], got[k]) for k in expected)
+    assert metrics_without_timing(killed) == metrics_without_timing(reference)  # each update exactly once
+    assert [m["update"] for m in metrics_without_timing(killed)] == [1, 2, 3, 4, 5, 6]
+    summary = lambda out: [{k: v for k, v in s.items() if k != "seconds"} for s in json.loads((out / "summary.json").read_text())["stages"]]
+    assert summary(killed) == summary(reference)
+
+
+def test_non_finite_weights_stop_the_run_and_keep_the_last_good_checkpoint(tmp_path):
+    out = tmp_path / "run"
+    result = run_script(*RUN, "--algo", "grpo", "--grpo-lr", "1e30", "--out", str(out))
+    assert result.returncode != 0 and "non-finite" in result.stderr.splitlines()[-1]
+    checkpoint = torch.load(out / "checkpoint.pt", weights_only=False)
+    assert all(torch.isfinite(t).all() for t in checkpoint["model"].values())
+    assert not (out / "summary.json").exists()
+
+
+def test_resume_of_a_folder_that_is_not_a_run_is_a_clear_error(tmp_path):
+    result = run_script("--resume", str(tmp_path))
+    assert result.returncode != 0 and "not a resumable run folder" in result.stderr.splitlines()[-1]
+
+
+def test_same_command_and_seed_give_identical_metrics_and_weights(tmp_path):
+    short = [*RUN[:1], "2", *RUN[2:]]  # --steps 2
+    for name in ("a", "b"):
+        assert run_script(*short, "--out", str(tmp_path / name)).returncode == 0
+    a, b = final_weights(tmp_path / "a"), final_weights(tmp_path / "b")
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert metrics_without_timing(tmp_path / "a") == metrics_without_timing(tmp_path / "b")
