@@ -889,14 +889,17 @@ def run(args: Args) -> dict:
     log(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {len(train)} training / "
         f"{len(evaluation)} eval problems, held out: {', '.join(heldout) or 'none'}; algo {args.algo}, {args.steps} updates")
     schedule = stages_of(args.algo, args.steps)
-    if checkpoint:
-        model.load_state_dict(checkpoint["model"])
-        done = sum(updates for _, updates in schedule[:checkpoint["stage"]]) + (checkpoint["stage_state"] or {}).get("update", 0)
+    if args.resume:  # drop the metrics of updates after the checkpoint (all of them if it was never written)
+        done = 0
+        if checkpoint:
+            done = sum(u for _, u in schedule[:checkpoint["stage"]]) + (checkpoint["stage_state"] or {}).get("update", 0)
         lines = (out / "metrics.jsonl").read_text().splitlines() if (out / "metrics.jsonl").exists() else []
         kept = [line for line in lines if line.strip() and json.loads(line)["update"] <= done]
         atomic_write(out / "metrics.jsonl", lambda tmp: tmp.write_text("".join(line + "\n" for line in kept)))
-        stages = checkpoint["stages"]
         log(f"resuming {out} after update {done}")
+    if checkpoint:
+        model.load_state_dict(checkpoint["model"])
+        stages = checkpoint["stages"]
     else:
         stages = [measure("base", model, tokenizer, evaluation, heldout, args, {"sequences": 0, "tokens": 0, "seconds": 0.0})]
 

@@ -73,3 +73,26 @@ def test_pretrain_command_builds_a_loadable_model(tmp_path):
     import es_grpo
     model, tokenizer = es_grpo.load_model(str(tmp_path / "m"))
     assert tokenizer.pad_token_id == 0 and model.config.vocab_size == len(tokenizer)
+
+
+def test_jsonl_data_and_a_chat_template_model_from_local_files(tmp_path):
+    """The path a real model takes: a local folder with a chat template, math and Countdown JSONL files."""
+    import es_grpo
+    model, tokenizer = es_grpo.build_tiny_model(seed=0)
+    tokenizer.chat_template = ("{% for m in messages %}{{ m['content'] }}{% endfor %}"
+                               "{% if add_generation_prompt %}:{% endif %}")
+    model.save_pretrained(tmp_path / "chat")
+    tokenizer.save_pretrained(tmp_path / "chat")
+    math = tmp_path / "math.jsonl"
+    math.write_text("".join(json.dumps({"question": f"{a}+{a}", "answer": f"so #### {2 * a}"}) + "\n" for a in range(10)))
+    countdown = tmp_path / "countdown.jsonl"
+    countdown.write_text("".join(json.dumps({"numbers": [a, 2, 3], "target": a + 5}) + "\n" for a in range(10)))
+    for data, task in ((math, "math"), (countdown, "countdown")):
+        out = tmp_path / task
+        result = run_script(*TINY_RUN, "--model", str(tmp_path / "chat"), "--data", str(data), "--out", str(out),
+                            "--max-new-tokens", "4")
+        assert result.returncode == 0, result.stderr[-2000:]
+        summary = json.loads((out / "summary.json").read_text())
+        assert [s["name"] for s in summary["stages"]] == ["base", "grpo", "es"]
+        assert 0.0 <= summary["stages"][-1]["pass@1"] <= 1.0
+        assert "2 eval problems" in result.stdout  # the last fifth of the 10 lines is held out

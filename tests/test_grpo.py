@@ -25,9 +25,9 @@ def test_grpo_loss_equals_hand_computation():
     clip, beta = 0.2, 0.1
     terms = []
     for b, t in [(0, 0), (0, 1), (1, 0)]:
-        ratio = math.exp(logp[b, t] - old[b, t])
+        ratio = math.exp(float(logp[b, t] - old[b, t]))
         clipped = min(max(ratio, 1 - clip), 1 + clip)
-        surrogate = min(ratio * adv[b], clipped * adv[b])
+        surrogate = min(ratio * float(adv[b]), clipped * float(adv[b]))
         d = float(ref[b, t] - logp[b, t])
         terms.append(-surrogate + beta * (math.exp(d) - d - 1))
     loss, stats = grpo_loss(logp, old, ref, adv, mask, clip, beta)

@@ -73,3 +73,13 @@ def test_same_command_and_seed_give_identical_metrics_and_weights(tmp_path):
     a, b = final_weights(tmp_path / "a"), final_weights(tmp_path / "b")
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert metrics_without_timing(tmp_path / "a") == metrics_without_timing(tmp_path / "b")
+
+
+def test_resume_before_the_first_checkpoint_starts_over_cleanly(tmp_path):
+    out = tmp_path / "run"
+    assert run_script(*RUN, "--out", str(out)).returncode == 0
+    (out / "checkpoint.pt").unlink()  # as if killed before the first checkpoint was written
+    (out / "summary.json").unlink()
+    resumed = run_script("--resume", str(out))
+    assert resumed.returncode == 0 and "after update 0" in resumed.stdout
+    assert [m["update"] for m in metrics_without_timing(out)] == [1, 2, 3, 4, 5, 6]
