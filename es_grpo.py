@@ -90,7 +90,7 @@ class Args:
     seed: int = flag(0, "seed of everything random")
     preset: str = flag("tiny", "defaults to start from: tiny (CPU, shipped model) or paper")
     device: str = flag("auto", "cpu, cuda, ... (auto: cuda if available)")
-    dtype: str = flag("float32", "weights dtype: float32 or bfloat16")
+    dtype: str = flag("float32", "weights dtype; bfloat16 halves ES memory (its update stays fp32), GRPO wants float32")
     max_new_tokens: int = flag(12, "longest completion, in tokens")
     rollout_batch: int = flag(2048, "most sequences decoded at once")
     # ES (paper: N=32, sigma 1.5e-3, alpha 2.5e-4, 64 prompts, greedy)
@@ -123,7 +123,7 @@ PRESETS = {
     "paper": dict(es_population=32, es_sigma=1.5e-3, es_alpha=2.5e-4, es_prompts=64,
                   es_temperature=0.0, grpo_prompts=64, grpo_group=8, grpo_lr=1e-6,
                   grpo_temperature=1.0, grpo_clip=0.2, grpo_beta=1e-3, max_new_tokens=1024,
-                  rollout_batch=512, dtype="bfloat16", eval_problems=500),
+                  rollout_batch=512, eval_problems=500),
 }
 ALGOS = ("es", "grpo", "grpo-es", "es-grpo")
 PASS_KS, MAJ_K = (1, 16, 64), 16
@@ -170,6 +170,7 @@ def parse_args(argv=None) -> Args:
         (args.task not in ("auto", "countdown", "math"), "--task must be auto, countdown or math"),
         (args.eval_split not in SPLIT_SEEDS, "--eval-split must be test or dev"),
         (not args.data and args.eval_problems > EVAL_POOL, f"--eval-problems: the built-in set has {EVAL_POOL}"),
+        (not 1 <= args.heldout_problems <= EVAL_POOL, f"--heldout-problems must be between 1 and {EVAL_POOL}"),
         (args.dtype not in ("float32", "bfloat16", "float16"), "--dtype must be float32, bfloat16 or float16"),
         (not 0 < args.eval_top_p <= 1, "--eval-top-p must be in (0, 1]"),
     ]
@@ -604,7 +605,7 @@ def maj_at_k(keys: list[str], correct: list[bool], k: int) -> float:
 
 
 def evaluate(model, tokenizer, problems: list[dict], args: Args, seed: int = 0) -> dict:
-    """Pass@K, Maj@K, greedy accuracy... of one model on problems: n samples each, in one batched pass."""
+    """Pass@K, Maj@K, mean reward, token entropy and length of one model: n samples a problem, one batched pass."""
     n = args.eval_samples
     prompts = [prompt_text(p, tokenizer) for p in problems for _ in range(n)]
     roll = rollout(model, tokenizer, prompts, temperature=args.eval_temperature, top_p=args.eval_top_p,
