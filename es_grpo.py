@@ -604,7 +604,7 @@ def maj_at_k(keys: list[str], correct: list[bool], k: int) -> float:
     return float(np.mean(hits))
 
 
-def evaluate(model, tokenizer, problems: list[dict], args: Args, seed: int = 0) -> dict:
+def evaluate(model, tokenizer, problems: list[dict], args: Args, seed: int = 0, ks=PASS_KS, maj_ks=(MAJ_K,)) -> dict:
     """Pass@K, Maj@K, mean reward, token entropy and length of one model: n samples a problem, one batched pass."""
     n = args.eval_samples
     prompts = [prompt_text(p, tokenizer) for p in problems for _ in range(n)]
@@ -612,11 +612,11 @@ def evaluate(model, tokenizer, problems: list[dict], args: Args, seed: int = 0) 
                    max_new_tokens=args.max_new_tokens, seed=seed, batch_size=args.rollout_batch)
     rewards = score([p for p in problems for _ in range(n)], roll.texts).view(len(problems), n)
     correct = rewards == 1.0
-    result = {f"pass@{k}": float(np.mean([pass_at_k(n, int(c), k) for c in correct.sum(1)]))
-              for k in PASS_KS if k <= n}
+    result = {f"pass@{k}": float(np.mean([pass_at_k(n, int(c), k) for c in correct.sum(1)])) for k in ks if k <= n}
     keys = [answer_key(p, t) for p, t in zip([p for p in problems for _ in range(n)], roll.texts)]
-    result[f"maj@{MAJ_K}"] = float(np.mean([maj_at_k(keys[i * n:(i + 1) * n], correct[i].tolist(), MAJ_K)
-                                           for i in range(len(problems))]))
+    for k in (k for k in maj_ks if k <= n):
+        result[f"maj@{k}"] = float(np.mean([maj_at_k(keys[i * n:(i + 1) * n], correct[i].tolist(), k)
+                                            for i in range(len(problems))]))
     result["reward"] = float(rewards.mean())
     result["entropy"] = float(masked_mean(roll.entropy, roll.completion_mask))
     result["length"] = roll.tokens / len(prompts)

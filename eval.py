@@ -1,0 +1,408 @@
+"""Evaluation and the paper's weight analyses, on top of es_grpo.py (which holds rollout, verifier, Pass@K).
+
+    python eval.py MODEL [MODEL ...] --out evals/          # Pass@K curves, Maj@K, greedy accuracy, entropy, held-out
+    python eval.py drift BASE TRAINED [TRAINED ...] --out evals/drift     # relative L2 drift per module kind
+    python eval.py sparsity BASE TRAINED --out evals/sparsity            # zero |delta| <= tau: what Pass@K is kept
+    python eval.py diversity MODEL --population 8 --sigma 1e-2          # JS_succ, JS_pol, coverage of an ES population
+    python eval.py forgetting BEFORE AFTER [AFTER ...]                   # held-out task Pass@K deltas
+    python eval.py curves RUN [RUN ...]                                  # training curves from metrics.jsonl
+
+MODEL is a folder (e.g. runs/es-s0/stage1-es) or a hub id; "" or "tiny" is the shipped tiny model.
+Evaluation uses es_grpo's held-out problems (the `test` split unless --eval-split dev), never training ones.
+Each command writes JSON, a markdown table and a PNG to --out.
+"""
+from __future__ import annotations
+
+import argparse
+import dataclasses
+import json
+import sys
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import es_grpo
+from es_grpo import Args, evaluate, evaluation_sets, load_model, log, rollout, score
+
+EVAL_FLAGS = ("data", "eval_data", "task", "eval_split", "eval_problems", "heldout_problems", "eval_samples",
+              "eval_temperature", "eval_top_p", "max_new_tokens", "rollout_batch", "device", "dtype", "seed")
+MODULE_KINDS = (("embeddings", ("embed",)), ("lm_head", ("lm_head",)), ("norms", ("norm",)),
+                ("attention", ("attn", "attention")), ("mlp", ("mlp", "feed_forward")))
+
+
+def parser_for(command: str) -> argparse.ArgumentParser:
+    """The evaluation flags of es_grpo.Args (same names, defaults and help), plus this command's own."""
+    parser = es_grpo.OneLineErrors(prog=f"eval.py {command}".strip(), description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    for f in dataclasses.fields(Args):
+        if f.name in EVAL_FLAGS:
+            kind = {"int": int, "float": float, "str": str}[f.type]
+            parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=f.default, help=f.metadata["help"])
+    parser.add_argument("--out", default="evals", help="folder for the JSON, markdown and PNG outputs")
+    return parser
+
+
+def eval_args(namespace) -> Args:
+    args = Args(**{name: getattr(namespace, name) for name in EVAL_FLAGS})
+    if args.eval_samples < 1 or args.eval_problems < 1:
+        raise SystemExit("eval.py: --eval-samples and --eval-problems must be at least 1")
+    return args
+
+
+def curve_ks(n: int) -> list[int]:
+    """K = 1, 2, 4, ... up to n, and n itself."""
+    return sorted({2 ** i for i in range(int(np.log2(n)) + 1)} | {n})
+
+
+def load(name: str, args: Args):
+    device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    model, tokenizer = load_model("" if name in ("", "tiny") else name, device, args.dtype)
+    return model.eval(), tokenizer
+
+
+def greedy_accuracy(model, tokenizer, problems: list[dict], args: Args) -> float:
+    roll = rollout(model, tokenizer, [es_grpo.prompt_text(p, tokenizer) for p in problems],
+                   max_new_tokens=args.max_new_tokens, batch_size=args.rollout_batch)
+    return float((score(problems, roll.texts) == 1.0).float().mean())
+
+
+def evaluate_model(model, tokenizer, args: Args) -> dict:
+    """Pass@K and Maj@K for every K of the curve, greedy accuracy, entropy and length, on the evaluation
+    problems and on each held-out task family."""
+    _, evaluation, heldout = evaluation_sets(args, tokenizer)
+    ks = curve_ks(args.eval_samples)
+    result = {"problems": len(evaluation), **evaluate(model, tokenizer, evaluation, args, args.seed, ks, ks),
+              "greedy": greedy_accuracy(model, tokenizer, evaluation, args)}
+    for task, problems in heldout.items():
+        result[f"heldout_{task}"] = {**evaluate(model, tokenizer, problems, args, args.seed, ks, ks),
+                                     "greedy": greedy_accuracy(model, tokenizer, problems, args)}
+    return result
+
+
+def markdown_table(rows: dict[str, dict], columns: list[str]) -> str:
+    lines = ["| model | " + " | ".join(columns) + " |", "|" + "---|" * (len(columns) + 1)]
+    for name, row in rows.items():
+        cells = [f"{row[c]:.3f}" if isinstance(row.get(c), float) else str(row.get(c, "-")) for c in columns]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
+
+
+def save_outputs(out: Path, stem: str, data: dict, table: str, plot, panels: tuple[int, int] = (1, 1)):
+    """JSON, markdown and PNG side by side; the PNG is drawn by plot(axes) (an array when panels > 1)."""
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    out.mkdir(parents=True, exist_ok=True)
+    (out / f"{stem}.json").write_text(json.dumps(data, indent=2))
+    (out / f"{stem}.md").write_text(table + "\n")
+    figure, axes = plt.subplots(*panels, figsize=(6 * panels[1], 4 * panels[0]), squeeze=panels == (1, 1))
+    plot(axes)
+    figure.tight_layout()
+    figure.savefig(out / f"{stem}.png", dpi=120)
+    plt.close(figure)
+    log(table)
+    log(f"wrote {out / stem}.json, .md, .png")
+
+
+def cmd_evaluate(argv):
+    parser = parser_for("")
+    parser.add_argument("models", nargs="+", help="model folders or hub ids ('tiny': the shipped model)")
+    namespace = parser.parse_args(argv)
+    args = eval_args(namespace)
+    results = {}
+    for name in namespace.models:
+        model, tokenizer = load(name, args)
+        results[name] = evaluate_model(model, tokenizer, args)
+    ks = curve_ks(args.eval_samples)
+    columns = [f"pass@{k}" for k in ks] + [f"maj@{ks[-1]}", "greedy", "entropy", "length"]
+
+    def plot(axes):
+        for name, row in results.items():
+            axes.plot(ks, [row[f"pass@{k}"] for k in ks], marker="o", label=name)
+        axes.set(xscale="log", xlabel="K", ylabel="Pass@K",
+                 title=f"Pass@K, n={args.eval_samples}, T={args.eval_temperature}")
+        axes.legend(fontsize=7)
+
+    settings = {k: getattr(args, k) for k in EVAL_FLAGS}
+    save_outputs(Path(namespace.out), "pass_at_k", {"settings": settings, "models": results},
+                 markdown_table(results, columns), plot)
+    return results
+
+
+# ----------------------------------------------------------------------------- weight analyses
+
+
+def module_kind(name: str) -> str:
+    lowered = name.lower()
+    return next((kind for kind, marks in MODULE_KINDS if any(mark in lowered for mark in marks)), "other")
+
+
+def named_weights(model) -> dict[str, torch.Tensor]:
+    """Parameters by name, each once (tied embeddings count once), in fp32 on the CPU."""
+    return {name: p.detach().float().cpu() for name, p in model.named_parameters()}
+
+
+def drift(base: dict[str, torch.Tensor], trained: dict[str, torch.Tensor]) -> dict:
+    """Relative L2 distance ||theta - theta_base|| / ||theta_base||, in total and per module kind."""
+    if base.keys() != trained.keys():
+        raise SystemExit("eval.py drift: the models have different parameters")
+    delta_sq, base_sq = {}, {}
+    for name in base:
+        kind = module_kind(name)
+        delta_sq[kind] = delta_sq.get(kind, 0.0) + float((trained[name] - base[name]).double().pow(2).sum())
+        base_sq[kind] = base_sq.get(kind, 0.0) + float(base[name].double().pow(2).sum())
+    result = {kind: (delta_sq[kind] / base_sq[kind]) ** 0.5 if base_sq[kind] else 0.0 for kind in delta_sq}
+    result["total"] = (sum(delta_sq.values()) / sum(base_sq.values())) ** 0.5
+    return result
+
+
+def sparsify(base: dict[str, torch.Tensor], trained: dict[str, torch.Tensor], tau: float):
+    """theta_base + delta * (|delta| > tau), and the fraction of coordinates whose update was zeroed."""
+    kept, zeroed, total = {}, 0, 0
+    for name in base:
+        delta = trained[name] - base[name]
+        mask = delta.abs() > tau
+        kept[name] = base[name] + delta * mask
+        zeroed += int((~mask).sum())
+        total += mask.numel()
+    return kept, zeroed / total
+
+
+def cmd_drift(argv):
+    parser = parser_for("drift")
+    parser.add_argument("base", help="the model before training")
+    parser.add_argument("trained", nargs="+", help="trained models (e.g. an ES and a GRPO checkpoint)")
+    namespace = parser.parse_args(argv)
+    args = eval_args(namespace)
+    base = named_weights(load(namespace.base, args)[0])
+    results = {name: drift(base, named_weights(load(name, args)[0])) for name in namespace.trained}
+    kinds = ["total"] + [kind for kind, _ in MODULE_KINDS] + ["other"]
+    kinds = [k for k in kinds if any(k in r for r in results.values())]
+    names = list(results)
+    ratio = {}
+    if len(names) == 2 and results[names[1]]["total"] > 0:
+        ratio = {f"{names[0]} / {names[1]}": results[names[0]]["total"] / results[names[1]]["total"]}
+
+    def plot(axes):
+        width = 0.8 / len(names)
+        for i, name in enumerate(names):
+            axes.bar(np.arange(len(kinds)) + i * width, [results[name].get(k, 0.0) for k in kinds], width, label=name)
+        axes.set_xticks(np.arange(len(kinds)) + 0.4 - width / 2, kinds, fontsize=8)
+        axes.set(yscale="log", ylabel="relative L2 drift", title="drift from the base model")
+        axes.legend(fontsize=7)
+
+    table = markdown_table(results, kinds) + "".join(f"\n\ndrift ratio {k}: {v:.2f}" for k, v in ratio.items())
+    save_outputs(Path(namespace.out), "drift", {"base": namespace.base, "drift": results, "ratio": ratio}, table, plot)
+    return results
+
+
+def cmd_sparsity(argv):
+    parser = parser_for("sparsity")
+    parser.add_argument("base", help="the model before training")
+    parser.add_argument("trained", help="the trained model whose update is sparsified")
+    parser.add_argument("--taus", default="0,2.5e-4,5e-4,1e-3,2e-3,3e-3,1e-2,3e-2",
+                        help="comma-separated thresholds tau (the paper: 2.5e-4 to 3e-3)")
+    namespace = parser.parse_args(argv)
+    args = eval_args(namespace)
+    try:
+        taus = [float(t) for t in namespace.taus.split(",")]
+    except ValueError:
+        parser.error(f"--taus: not a list of numbers: {namespace.taus!r}")
+    model, tokenizer = load(namespace.trained, args)
+    base, trained = named_weights(load(namespace.base, args)[0]), named_weights(model)
+    _, evaluation, _ = evaluation_sets(args, tokenizer)
+    k = max(k for k in es_grpo.PASS_KS if k <= args.eval_samples)
+    full = evaluate(model, tokenizer, evaluation, args, args.seed, (1, k), ())
+    rows = {}
+    for tau in taus:
+        weights, sparsity = sparsify(base, trained, tau)
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                param.copy_(weights[name])
+        result = evaluate(model, tokenizer, evaluation, args, args.seed, (1, k), ())
+        rows[f"tau={tau:g}"] = {"tau": tau, "sparsity": sparsity, "pass@1": result["pass@1"], f"pass@{k}": result[f"pass@{k}"],
+                                "pass@1_kept": result["pass@1"] / full["pass@1"] if full["pass@1"] else float("nan")}
+
+    def plot(axes):
+        xs = [100 * r["sparsity"] for r in rows.values()]
+        axes.plot(xs, [r["pass@1"] for r in rows.values()], marker="o", label="Pass@1")
+        axes.plot(xs, [r[f"pass@{k}"] for r in rows.values()], marker="s", label=f"Pass@{k}")
+        axes.axhline(full["pass@1"], ls=":", color="C0")
+        axes.axhline(full[f"pass@{k}"], ls=":", color="C1")
+        axes.set(xlabel="update coordinates zeroed (%)", ylabel="Pass@K", title="sparsified update")
+        axes.legend(fontsize=7)
+
+    table = markdown_table(rows, ["sparsity", "pass@1", f"pass@{k}", "pass@1_kept"])
+    save_outputs(Path(namespace.out), "sparsity", {"base": namespace.base, "trained": namespace.trained,
+                                                    "full": full, "rows": rows}, table, plot)
+    return rows
+
+
+# ----------------------------------------------------------------------------- diversity of an ES population
+
+
+def js_pol(logp: torch.Tensor) -> float:
+    """JS_pol = mean_i KL(pi_i || pi_bar), pi_bar = mean_j pi_j, estimated from samples of each member.
+
+    logp: (N, N, S): logp[i, j, s] = log pi_j(y) for the s-th sample y drawn from member i."""
+    members = logp.shape[0]
+    own = logp.diagonal(dim1=0, dim2=1).T  # (N, S): log pi_i(y) for y ~ pi_i
+    mixture = torch.logsumexp(logp, dim=1) - np.log(members)  # (N, S): log pi_bar(y)
+    return float((own - mixture).mean())
+
+
+def population_diversity(model, tokenizer, problems: list[dict], args: Args, population: int, sigma: float,
+                         samples: int, seed: int = 0) -> dict:
+    """Perturb the model N times as ES does; per problem, success rates p_i of each member and of the centre,
+    JS_succ, JS_pol, the predicted coverage gain N p(1-p)^(N-1) JS_succ and the measured Pass@N of the
+    population (one sample per member) against the centre model's Pass@N. With few samples the plug-in
+    JS_succ is biased upward (and can then exceed JS_pol, which it never does exactly): raise --samples."""
+    params = list(model.parameters())
+    master = [p.detach().float().cpu().clone() for p in params]
+    seeds = es_grpo.random.Random(seed).sample(range(2**31 - 1), population)
+    prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems for _ in range(samples)]
+    repeated = [p for p in problems for _ in range(samples)]
+
+    def sample(member_seed):
+        if member_seed is None:
+            es_grpo.set_weights(params, master)
+        else:
+            es_grpo.set_weights(params, master, member_seed, sigma)
+        roll = rollout(model, tokenizer, prompts, temperature=args.eval_temperature, max_new_tokens=args.max_new_tokens,
+                       seed=seed, batch_size=args.rollout_batch)
+        success = (score(repeated, roll.texts) == 1.0).float().view(len(problems), samples).mean(1)  # (P,)
+        return roll, success
+
+    centre_success = sample(None)[1]
+    rolls, success = zip(*(sample(s) for s in seeds))
+    success = torch.stack(success)  # (N, P)
+    logp = torch.zeros(population, population, len(problems), samples)  # [i, j]: samples of i scored by j
+    with torch.no_grad():
+        for j, member_seed in enumerate(seeds):
+            es_grpo.set_weights(params, master, member_seed, sigma)
+            for i, roll in enumerate(rolls):
+                token_logp, _ = es_grpo.token_logprobs(model, roll, args.eval_temperature)  # (P*S, T)
+                logp[i, j] = (token_logp * roll.completion_mask).sum(1).view(len(problems), samples)
+    es_grpo.set_weights(params, master)
+    per_problem_js_succ = es_grpo.binary_entropy(success.mean(0)) - es_grpo.binary_entropy(success).mean(0)  # (P,)
+    p_bar = success.mean(0)  # (P,)
+    predicted = population * p_bar * (1 - p_bar) ** (population - 1) * per_problem_js_succ  # (P,)
+    population_pass = 1 - (1 - success).prod(0)  # (P,) one sample from each member
+    centre_pass = 1 - (1 - centre_success) ** population  # (P,) N samples from the centre
+    return {"population": population, "sigma": sigma, "samples": samples, "problems": len(problems),
+            "js_succ": float(per_problem_js_succ.mean()),
+            "js_pol": float(np.mean([js_pol(logp[:, :, p]) for p in range(len(problems))])),
+            "predicted_gain": float(predicted.mean()), "population_pass@N": float(population_pass.mean()),
+            "centre_pass@N": float(centre_pass.mean()),
+            "measured_gain": float((population_pass - centre_pass).mean())}
+
+
+def cmd_diversity(argv):
+    parser = parser_for("diversity")
+    parser.add_argument("model", help="the centre model")
+    parser.add_argument("--population", type=int, default=8, help="ES population N")
+    parser.add_argument("--sigma", type=float, default=Args.es_sigma, help="ES noise scale")
+    parser.add_argument("--sigmas", default="", help="comma-separated sigmas to sweep (overrides --sigma)")
+    parser.add_argument("--samples", type=int, default=8, help="samples per problem and member")
+    namespace = parser.parse_args(argv)
+    args = eval_args(namespace)
+    if namespace.population < 2 or namespace.samples < 1:
+        parser.error("--population must be at least 2 and --samples at least 1")
+    sigmas = [float(x) for x in namespace.sigmas.split(",")] if namespace.sigmas else [namespace.sigma]
+    model, tokenizer = load(namespace.model, args)
+    _, evaluation, _ = evaluation_sets(args, tokenizer)
+    rows = {f"sigma={sigma:g}": population_diversity(model, tokenizer, evaluation, args, namespace.population, sigma,
+                                                      namespace.samples, args.seed) for sigma in sigmas}
+
+    def plot(axes):
+        xs = [r["sigma"] for r in rows.values()]
+        for key in ("js_succ", "js_pol", "predicted_gain", "measured_gain"):
+            axes.plot(xs, [r[key] for r in rows.values()], marker="o", label=key)
+        axes.set(xscale="log", xlabel="sigma", title=f"ES population diversity, N={namespace.population}")
+        axes.legend(fontsize=7)
+
+    columns = ["js_succ", "js_pol", "predicted_gain", "population_pass@N", "centre_pass@N", "measured_gain"]
+    save_outputs(Path(namespace.out), "diversity", {"model": namespace.model, "rows": rows},
+                 markdown_table(rows, columns), plot)
+    return rows
+
+
+# ----------------------------------------------------------------------------- forgetting and training curves
+
+
+def cmd_forgetting(argv):
+    parser = parser_for("forgetting")
+    parser.add_argument("before", help="the model before training")
+    parser.add_argument("after", nargs="+", help="trained models")
+    namespace = parser.parse_args(argv)
+    args = eval_args(namespace)
+    results = {name: evaluate_model(*load(name, args), args) for name in [namespace.before, *namespace.after]}
+    families = [key for key in results[namespace.before] if key.startswith("heldout_")]
+    ks = curve_ks(args.eval_samples)
+    deltas = {name: {f"{family[8:]} pass@{k}": results[name][family][f"pass@{k}"] - results[namespace.before][family][f"pass@{k}"]
+                     for family in families for k in (ks[0], ks[-1])} for name in namespace.after}
+    columns = list(next(iter(deltas.values())).keys()) if families else []
+
+    def plot(axes):
+        width = 0.8 / len(deltas)
+        for i, (name, row) in enumerate(deltas.items()):
+            axes.bar(np.arange(len(columns)) + i * width, [row[c] for c in columns], width, label=name)
+        axes.axhline(0, color="k", lw=0.5)
+        axes.set_xticks(np.arange(len(columns)) + 0.4 - width / 2, columns, fontsize=7)
+        axes.set(ylabel="change after training", title="held-out tasks")
+        axes.legend(fontsize=7)
+
+    save_outputs(Path(namespace.out), "forgetting", {"before": namespace.before, "results": results, "deltas": deltas},
+                 markdown_table(deltas, columns), plot)
+    return deltas
+
+
+def read_metrics(run: Path) -> list[dict]:
+    """metrics.jsonl lines, with `run_sequences`: sequences generated since the start of the run (the
+    lines' own `sequences` restart at each stage)."""
+    try:
+        lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    except (OSError, ValueError) as err:
+        raise SystemExit(f"{run}: cannot read metrics.jsonl ({err.__class__.__name__})")
+    earlier, previous = 0, None
+    for line in lines:
+        if previous is not None and line["stage"] != previous["stage"]:
+            earlier += previous["sequences"]
+        line["run_sequences"], previous = earlier + line["sequences"], line
+    return lines
+
+
+def cmd_curves(argv):
+    parser = argparse.ArgumentParser(prog="eval.py curves", description="training curves of run folders")
+    parser.add_argument("runs", nargs="+", help="run folders written by es_grpo.py")
+    parser.add_argument("--out", default="evals", help="output folder")
+    namespace = parser.parse_args(argv)
+    runs = {name: read_metrics(Path(name)) for name in namespace.runs}
+    keys = ("reward", "entropy", "js_succ", "kl")
+
+    def plot(axes):
+        for row, x_key in enumerate(("update", "run_sequences")):
+            for col, key in enumerate(keys):
+                for index, (name, lines) in enumerate(runs.items()):
+                    points = [(m[x_key], m[key]) for m in lines if key in m]
+                    if points:
+                        axes[row, col].plot(*zip(*points), label=name, lw=1, color=f"C{index}")
+                axes[row, col].set(xlabel=x_key if x_key == "update" else "sequences generated", ylabel=key)
+        axes[0, 0].legend(fontsize=6)
+
+    columns = ["update", "reward", "entropy", "run_sequences"]
+    summary = {name: {key: lines[-1].get(key) for key in columns} for name, lines in runs.items()}
+    save_outputs(Path(namespace.out), "curves", {"runs": summary}, markdown_table(summary, columns),
+                 plot, panels=(2, len(keys)))
+    return summary
+
+
+COMMANDS = {"drift": cmd_drift, "sparsity": cmd_sparsity, "diversity": cmd_diversity, "forgetting": cmd_forgetting,
+            "curves": cmd_curves}
+
+if __name__ == "__main__":
+    command = COMMANDS.get(sys.argv[1] if len(sys.argv) > 1 else "")
+    command(sys.argv[2:]) if command else cmd_evaluate(sys.argv[1:])
