@@ -6,6 +6,7 @@
     python eval.py diversity MODEL --population 8 --sigma 1e-2          # JS_succ, JS_pol, coverage of an ES population
     python eval.py forgetting BEFORE AFTER [AFTER ...]                   # held-out task Pass@K deltas
     python eval.py curves RUN [RUN ...]                                  # training curves from metrics.jsonl
+    python eval.py reproduce --out report [--quick]                      # every experiment, REPORT.md with verdicts
 
 MODEL is a folder (e.g. runs/es-s0/stage1-es) or a hub id; "" or "tiny" is the shipped tiny model.
 Evaluation uses es_grpo's held-out problems (the `test` split unless --eval-split dev), never training ones.
@@ -80,8 +81,8 @@ def evaluate_model(model, tokenizer, args: Args) -> dict:
     return result
 
 
-def markdown_table(rows: dict[str, dict], columns: list[str]) -> str:
-    lines = ["| model | " + " | ".join(columns) + " |", "|" + "---|" * (len(columns) + 1)]
+def markdown_table(rows: dict[str, dict], columns: list[str], label: str = "model") -> str:
+    lines = [f"| {label} | " + " | ".join(columns) + " |", "|" + "---|" * (len(columns) + 1)]
     for name, row in rows.items():
         cells = [f"{row[c]:.3f}" if isinstance(row.get(c), float) else str(row.get(c, "-")) for c in columns]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
@@ -142,7 +143,7 @@ def module_kind(name: str) -> str:
 
 def named_weights(model) -> dict[str, torch.Tensor]:
     """Parameters by name, each once (tied embeddings count once), in fp32 on the CPU."""
-    return {name: p.detach().float().cpu() for name, p in model.named_parameters()}
+    return {name: p.detach().float().cpu().clone() for name, p in model.named_parameters()}
 
 
 def drift(base: dict[str, torch.Tensor], trained: dict[str, torch.Tensor]) -> dict:
@@ -217,14 +218,17 @@ def cmd_sparsity(argv):
     k = max(k for k in es_grpo.PASS_KS if k <= args.eval_samples)
     full = evaluate(model, tokenizer, evaluation, args, args.seed, (1, k), ())
     rows = {}
-    for tau in taus:
+    for tau in [float("inf"), *taus]:  # tau = inf first: the base model, against which the gain is measured
         weights, sparsity = sparsify(base, trained, tau)
         with torch.no_grad():
             for name, param in model.named_parameters():
                 param.copy_(weights[name])
         result = evaluate(model, tokenizer, evaluation, args, args.seed, (1, k), ())
+        gain = full["pass@1"] - rows["tau=inf"]["pass@1"] if rows else float("nan")
         rows[f"tau={tau:g}"] = {"tau": tau, "sparsity": sparsity, "pass@1": result["pass@1"], f"pass@{k}": result[f"pass@{k}"],
-                                "pass@1_kept": result["pass@1"] / full["pass@1"] if full["pass@1"] else float("nan")}
+                                "pass@1_kept": result["pass@1"] / full["pass@1"] if full["pass@1"] else float("nan"),
+                                "gain_kept": (result["pass@1"] - rows["tau=inf"]["pass@1"]) / gain if rows and gain > 0 else float("nan")}
+    full["base_pass@1"] = rows.pop("tau=inf")["pass@1"]  # every update zeroed: the base model
 
     def plot(axes):
         xs = [100 * r["sparsity"] for r in rows.values()]
@@ -235,7 +239,7 @@ def cmd_sparsity(argv):
         axes.set(xlabel="update coordinates zeroed (%)", ylabel="Pass@K", title="sparsified update")
         axes.legend(fontsize=7)
 
-    table = markdown_table(rows, ["sparsity", "pass@1", f"pass@{k}", "pass@1_kept"])
+    table = markdown_table(rows, ["sparsity", "pass@1", f"pass@{k}", "pass@1_kept", "gain_kept"], "threshold")
     save_outputs(Path(namespace.out), "sparsity", {"base": namespace.base, "trained": namespace.trained,
                                                     "full": full, "rows": rows}, table, plot)
     return rows
@@ -326,7 +330,7 @@ def cmd_diversity(argv):
 
     columns = ["js_succ", "js_pol", "predicted_gain", "population_pass@N", "centre_pass@N", "measured_gain"]
     save_outputs(Path(namespace.out), "diversity", {"model": namespace.model, "rows": rows},
-                 markdown_table(rows, columns), plot)
+                 markdown_table(rows, columns, "noise"), plot)
     return rows
 
 
@@ -400,7 +404,129 @@ def cmd_curves(argv):
     return summary
 
 
-COMMANDS = {"drift": cmd_drift, "sparsity": cmd_sparsity, "diversity": cmd_diversity, "forgetting": cmd_forgetting,
+# ----------------------------------------------------------------------------- population sweep and reproduction report
+
+
+def train_run(out: Path, argv: list[str]) -> dict:
+    """One es_grpo.py run, in this process, into a fresh folder; returns its summary."""
+    return es_grpo.run(es_grpo.parse_args([*argv, "--out", str(out), "--overwrite"]))
+
+
+def final(summary: dict) -> dict:
+    return summary["stages"][-1]
+
+
+def population_sweep(out: Path, argv: list[str], populations: list[int], sequences: int, prompts: int) -> dict:
+    """ES with several population sizes N at (about) the same total number of generated sequences."""
+    rows = {}
+    for population in populations:
+        steps = max(1, sequences // (population * prompts))
+        summary = train_run(out / f"sweep-N{population}", [*argv, "--algo", "es", "--es-population", str(population),
+                                                           "--es-prompts", str(prompts), "--steps", str(steps)])
+        rows[f"N={population}"] = {"population": population, "updates": steps, "sequences": final(summary)["sequences"],
+                                   **{k: final(summary)[k] for k in ("pass@1", "pass@16", "pass@64") if k in final(summary)}}
+    return rows
+
+
+def mean_std(values: list[float]) -> str:
+    return f"{np.mean(values):.3f} ± {np.std(values, ddof=1):.3f}" if len(values) > 1 else f"{values[0]:.3f}"
+
+
+def verdicts(table: dict, drift_rows: dict, sparsity_rows: dict, diversity_row: dict, sweep: dict) -> list[tuple]:
+    """(claim, verdict, evidence) for the six claims of PAPER.md, from this report's own numbers."""
+    m = {name: {k: float(np.mean(v)) for k, v in row.items()} for name, row in table.items()}
+    base, grpo, es, grpo_es = m["base"], m["grpo"], m["es"], m["grpo-es"]
+    k = max(int(key[5:]) for key in base if key.startswith("pass@"))
+    top = f"pass@{k}"
+    es_ok = es["pass@1"] > base["pass@1"] and es[top] >= base[top] - 0.02
+    grpo_ok = grpo["entropy"] < base["entropy"] and grpo[top] < base[top]
+    claims = [("1. ES raises Pass@1 and keeps Pass@K; GRPO's entropy collapses and its Pass@K falls",
+               "reproduced" if es_ok and grpo_ok else "not reproduced",
+               f"Pass@1 / {top} / entropy: base {base['pass@1']:.3f} / {base[top]:.3f} / {base['entropy']:.3f}, "
+               f"ES {es['pass@1']:.3f} / {es[top]:.3f} / {es['entropy']:.3f}, GRPO {grpo['pass@1']:.3f} / {grpo[top]:.3f} / {grpo['entropy']:.3f}")]
+    gain, predicted = diversity_row["measured_gain"], diversity_row["predicted_gain"]
+    claims.append(("2. The ES population's JS diversity explains its higher Pass@K",
+                   "reproduced" if gain > 0 and predicted > 0 and diversity_row["js_succ"] <= diversity_row["js_pol"] else "not reproduced",
+                   f"JS_succ {diversity_row['js_succ']:.3f} <= JS_pol {diversity_row['js_pol']:.3f}; predicted coverage gain "
+                   f"{predicted:.3f}, measured population-vs-centre Pass@N gain {gain:.3f}"))
+    both = grpo_es["pass@1"] >= grpo["pass@1"] - 0.01 and grpo_es[top] >= es[top] - 0.02
+    claims.append(("3. GRPO->ES combines GRPO's Pass@1 with ES's Pass@K", "reproduced" if both else "not reproduced",
+                   f"GRPO->ES Pass@1 {grpo_es['pass@1']:.3f} (GRPO {grpo['pass@1']:.3f}), {top} {grpo_es[top]:.3f} (ES {es[top]:.3f})"))
+    ratio = next(iter(drift_rows["ratio"].values()), float("nan"))
+    sparse = [r for r in sparsity_rows.values() if 0.5 <= r["sparsity"] < 1 and r["gain_kept"] >= 0.8]
+    claims.append(("4. ES drifts far (about 40x GRPO) but its gain lives in a sparse set of large updates",
+                   "reproduced" if ratio >= 10 and sparse else "partly reproduced" if ratio > 1 and sparse else "not reproduced",
+                   f"ES/GRPO drift ratio {ratio:.1f}; " + (f"tau {sparse[-1]['tau']:g} zeroes {100 * sparse[-1]['sparsity']:.0f}% "
+                   f"of the update keeping {100 * sparse[-1]['gain_kept']:.0f}% of its Pass@1 gain" if sparse
+                   else "no tau zeroed half the update while keeping 80% of the Pass@1 gain")))
+    held = f"heldout_pass@{k}"
+    claims.append(("5. No catastrophic forgetting after ES on held-out tasks",
+                   "reproduced" if es[held] >= base[held] else "not reproduced",
+                   f"held-out {held[8:]}: base {base[held]:.3f}, ES {es[held]:.3f}, GRPO {grpo[held]:.3f}"))
+    claims.append(("6. Larger models need smaller populations; z-scoring helps; antithetic sampling does not",
+                   "not measurable here", "one model size only; population sweep at equal sequences: " +
+                   ", ".join(f"N={r['population']}: Pass@1 {r['pass@1']:.3f}" for r in sweep.values())))
+    return claims
+
+
+def cmd_reproduce(argv):
+    parser = argparse.ArgumentParser(prog="eval.py reproduce", description="the paper's experiment set at tiny scale")
+    parser.add_argument("--out", default="report", help="report folder (runs, plots, REPORT.md)")
+    parser.add_argument("--quick", action="store_true", help="one seed and small budgets (a few minutes)")
+    parser.add_argument("--seeds", default="", help="comma-separated seeds (default 0,1,2; --quick: 0)")
+    parser.add_argument("--steps", type=int, default=0, help="updates per schedule (default 100; --quick: 4)")
+    namespace = parser.parse_args(argv)
+    quick = namespace.quick
+    seeds = [int(s) for s in (namespace.seeds or ("0" if quick else "0,1,2")).split(",")]
+    steps = namespace.steps or (4 if quick else 100)
+    out = Path(namespace.out)
+    eval_flags = ["--eval-problems", "10", "--heldout-problems", "5", "--eval-samples", "16"] if quick else []
+    common = ["--es-population", "4", "--es-prompts", "8", "--grpo-prompts", "4", *eval_flags] if quick else []
+    summaries = {}
+    for seed in seeds:
+        for algo in ("grpo", "es", "grpo-es", "es-grpo"):
+            log(f"reproduce: {algo}, seed {seed}, {steps} updates")
+            summaries[(algo, seed)] = train_run(out / "runs" / f"{algo}-s{seed}",
+                                                [*common, "--algo", algo, "--steps", str(steps), "--seed", str(seed)])
+    columns = [c for c in ("pass@1", "pass@16", "pass@64", "maj@16", "entropy", "heldout_pass@64", "heldout_pass@16")
+               if c in final(summaries[("es", seeds[0])])]
+    table = {"base": {c: [summaries[("grpo", s)]["stages"][0][c] for s in seeds] for c in columns}}
+    for algo in ("grpo", "es", "grpo-es", "es-grpo"):
+        table[algo] = {c: [final(summaries[(algo, s)])[c] for s in seeds] for c in columns + ["sequences"]}
+    seed = seeds[0]
+    runs = out / "runs"
+    es_model, grpo_model = str(runs / f"es-s{seed}" / "stage1-es"), str(runs / f"grpo-s{seed}" / "stage1-grpo")
+    analyses_out = out / "analyses"
+    drift_rows = {"ratio": {}}
+    drift_result = cmd_drift(["tiny", es_model, grpo_model, *eval_flags, "--out", str(analyses_out / "drift")])
+    drift_rows["ratio"] = {"es/grpo": drift_result[es_model]["total"] / max(drift_result[grpo_model]["total"], 1e-12)}
+    sparsity_rows = cmd_sparsity(["tiny", es_model, *eval_flags, "--out", str(analyses_out / "sparsity")])
+    population = 4 if quick else Args.es_population
+    diversity_rows = cmd_diversity(["tiny", "--population", str(population), "--samples", "2" if quick else "8",
+                                    *eval_flags, "--out", str(analyses_out / "diversity")])
+    cmd_curves([str(runs / f"{algo}-s{seed}") for algo in ("grpo", "es", "grpo-es", "es-grpo")] + ["--out", str(analyses_out / "curves")])
+    sweep = population_sweep(out / "runs", common, [2, 4] if quick else [8, 16, 32],
+                             sequences=64 if quick else 32 * 64 * 25, prompts=8 if quick else 64)
+    claims = verdicts(table, drift_rows, sparsity_rows, next(iter(diversity_rows.values())), sweep)
+    lines = ["# Reproduction report (tiny scale)", "",
+             f"Command: `python eval.py reproduce {' '.join(argv)}`; seeds {seeds}; {steps} updates per schedule "
+             f"(two-stage schedules: half each); settings: the tiny preset of es_grpo.py{' with ' + ' '.join(common) if common else ''}. "
+             "Pass@K on the `test` split at temperature 0.6; mean ± sample std over seeds.", "",
+             "| run | " + " | ".join(columns + ["sequences"]) + " |", "|" + "---|" * (len(columns) + 2)]
+    for name, row in table.items():
+        lines.append(f"| {name} | " + " | ".join(mean_std(row[c]) if c in row else "-" for c in columns + ["sequences"]) + " |")
+    lines += ["", "## Claims", "", "| claim | verdict | numbers |", "|---|---|---|"]
+    lines += [f"| {claim} | **{verdict}** | {evidence} |" for claim, verdict, evidence in claims]
+    lines += ["", "## Population sweep (equal sequences)", "", markdown_table(sweep, ["updates", "sequences", "pass@1", "pass@16", "pass@64"], "population"),
+              "", "## Plots", ""] + [f"![{name}](analyses/{name}/{name}.png)" for name in ("drift", "sparsity", "diversity", "curves")]
+    (out / "REPORT.md").write_text("\n".join(lines) + "\n")
+    (out / "report.json").write_text(json.dumps({"seeds": seeds, "steps": steps, "table": table, "claims": claims,
+                                                 "sweep": sweep}, indent=2))
+    log(f"wrote {out / 'REPORT.md'}")
+    return claims
+
+
+COMMANDS = {"reproduce": cmd_reproduce, "drift": cmd_drift, "sparsity": cmd_sparsity, "diversity": cmd_diversity, "forgetting": cmd_forgetting,
             "curves": cmd_curves}
 
 if __name__ == "__main__":

@@ -92,3 +92,16 @@ def test_weight_and_run_commands_end_to_end(tmp_path):
     assert sparsity["tau=0"]["sparsity"] < 0.01 and sparsity["tau=0.001"]["sparsity"] > 0.3
     assert sparsity["tau=1"]["sparsity"] == 1.0
     assert sparsity["tau=0"]["pass@1_kept"] == pytest.approx(1.0)
+
+
+def test_quick_reproduction_report_end_to_end(tmp_path):
+    result = run_eval("reproduce", "--quick", "--out", str(tmp_path))
+    assert result.returncode == 0, result.stderr[-2000:]
+    report = (tmp_path / "REPORT.md").read_text()
+    claims = json.loads((tmp_path / "report.json").read_text())["claims"]
+    assert len(claims) == 6 and all(verdict in ("reproduced", "partly reproduced", "not reproduced", "not measurable here")
+                                    for _, verdict, _ in claims)
+    for run in ("grpo-s0", "es-s0", "grpo-es-s0", "es-grpo-s0"):
+        assert (tmp_path / "runs" / run / "summary.json").exists()
+    assert "| grpo-es |" in report and "## Claims" in report
+    assert all((tmp_path / "analyses" / name / f"{name}.png").exists() for name in ("drift", "sparsity", "diversity", "curves"))
