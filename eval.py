@@ -6,6 +6,7 @@
     python eval.py diversity MODEL --population 8 --sigma 1e-2          # JS_succ, JS_pol, coverage of an ES population
     python eval.py forgetting BEFORE AFTER [AFTER ...]                   # held-out task Pass@K deltas
     python eval.py curves RUN [RUN ...]                                  # training curves from metrics.jsonl
+    python eval.py sweep --populations 8,16,32 --sequences 51200         # ES population sizes at equal sequences
     python eval.py reproduce --out report [--quick]                      # every experiment, REPORT.md with verdicts
 
 MODEL is a folder (e.g. runs/es-s0/stage1-es) or a hub id; "" or "tiny" is the shipped tiny model.
@@ -87,6 +88,15 @@ def markdown_table(rows: dict[str, dict], columns: list[str], label: str = "mode
         cells = [f"{row[c]:.3f}" if isinstance(row.get(c), float) else str(row.get(c, "-")) for c in columns]
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
+
+
+def grouped_bars(axes, rows: dict[str, dict], columns: list[str]):
+    """One group of bars per column, one bar per row (model)."""
+    width = 0.8 / len(rows)
+    for i, (name, row) in enumerate(rows.items()):
+        axes.bar(np.arange(len(columns)) + i * width, [row.get(c, 0.0) for c in columns], width, label=name)
+    axes.set_xticks(np.arange(len(columns)) + 0.4 - width / 2, columns, fontsize=7)
+    axes.legend(fontsize=7)
 
 
 def save_outputs(out: Path, stem: str, data: dict, table: str, plot, panels: tuple[int, int] = (1, 1)):
@@ -188,16 +198,13 @@ def cmd_drift(argv):
         ratio = {f"{names[0]} / {names[1]}": results[names[0]]["total"] / results[names[1]]["total"]}
 
     def plot(axes):
-        width = 0.8 / len(names)
-        for i, name in enumerate(names):
-            axes.bar(np.arange(len(kinds)) + i * width, [results[name].get(k, 0.0) for k in kinds], width, label=name)
-        axes.set_xticks(np.arange(len(kinds)) + 0.4 - width / 2, kinds, fontsize=8)
+        grouped_bars(axes, results, kinds)
         axes.set(yscale="log", ylabel="relative L2 drift", title="drift from the base model")
-        axes.legend(fontsize=7)
 
     table = markdown_table(results, kinds) + "".join(f"\n\ndrift ratio {k}: {v:.2f}" for k, v in ratio.items())
-    save_outputs(Path(namespace.out), "drift", {"base": namespace.base, "drift": results, "ratio": ratio}, table, plot)
-    return results
+    data = {"base": namespace.base, "drift": results, "ratio": ratio}
+    save_outputs(Path(namespace.out), "drift", data, table, plot)
+    return data
 
 
 def cmd_sparsity(argv):
@@ -351,13 +358,9 @@ def cmd_forgetting(argv):
     columns = list(next(iter(deltas.values())).keys()) if families else []
 
     def plot(axes):
-        width = 0.8 / len(deltas)
-        for i, (name, row) in enumerate(deltas.items()):
-            axes.bar(np.arange(len(columns)) + i * width, [row[c] for c in columns], width, label=name)
+        grouped_bars(axes, deltas, columns)
         axes.axhline(0, color="k", lw=0.5)
-        axes.set_xticks(np.arange(len(columns)) + 0.4 - width / 2, columns, fontsize=7)
         axes.set(ylabel="change after training", title="held-out tasks")
-        axes.legend(fontsize=7)
 
     save_outputs(Path(namespace.out), "forgetting", {"before": namespace.before, "results": results, "deltas": deltas},
                  markdown_table(deltas, columns), plot)
@@ -425,6 +428,28 @@ def population_sweep(out: Path, argv: list[str], populations: list[int], sequenc
                                                            "--es-prompts", str(prompts), "--steps", str(steps)])
         rows[f"N={population}"] = {"population": population, "updates": steps, "sequences": final(summary)["sequences"],
                                    **{k: final(summary)[k] for k in ("pass@1", "pass@16", "pass@64") if k in final(summary)}}
+    return rows
+
+
+def cmd_sweep(argv):
+    parser = argparse.ArgumentParser(prog="eval.py sweep", description="ES population sizes at equal sequences")
+    parser.add_argument("--populations", default="8,16,32", help="comma-separated population sizes N")
+    parser.add_argument("--sequences", type=int, default=32 * 64 * 25, help="sequences each ES run may generate")
+    parser.add_argument("--prompts", type=int, default=Args.es_prompts, help="prompts per member and iteration")
+    parser.add_argument("--out", default="evals", help="output folder (runs go to OUT/runs)")
+    namespace, run_flags = parser.parse_known_args(argv)  # other flags go to es_grpo.py
+    populations = [int(n) for n in namespace.populations.split(",")]
+    rows = population_sweep(Path(namespace.out) / "runs", run_flags, populations, namespace.sequences, namespace.prompts)
+
+    def plot(axes):
+        for key in ("pass@1", "pass@16", "pass@64"):
+            if all(key in r for r in rows.values()):
+                axes.plot(populations, [r[key] for r in rows.values()], marker="o", label=key)
+        axes.set(xscale="log", xlabel="population N", ylabel="Pass@K", title=f"ES at {namespace.sequences} sequences")
+        axes.legend(fontsize=7)
+
+    save_outputs(Path(namespace.out), "sweep", {"rows": rows, "run_flags": run_flags},
+                 markdown_table(rows, ["updates", "sequences", "pass@1", "pass@16", "pass@64"], "population"), plot)
     return rows
 
 
@@ -497,9 +522,7 @@ def cmd_reproduce(argv):
     runs = out / "runs"
     es_model, grpo_model = str(runs / f"es-s{seed}" / "stage1-es"), str(runs / f"grpo-s{seed}" / "stage1-grpo")
     analyses_out = out / "analyses"
-    drift_rows = {"ratio": {}}
-    drift_result = cmd_drift(["tiny", es_model, grpo_model, *eval_flags, "--out", str(analyses_out / "drift")])
-    drift_rows["ratio"] = {"es/grpo": drift_result[es_model]["total"] / max(drift_result[grpo_model]["total"], 1e-12)}
+    drift_rows = cmd_drift(["tiny", es_model, grpo_model, *eval_flags, "--out", str(analyses_out / "drift")])
     sparsity_rows = cmd_sparsity(["tiny", es_model, *eval_flags, "--out", str(analyses_out / "sparsity")])
     population = 4 if quick else Args.es_population
     diversity_rows = cmd_diversity(["tiny", "--population", str(population), "--samples", "2" if quick else "8",
@@ -526,7 +549,7 @@ def cmd_reproduce(argv):
     return claims
 
 
-COMMANDS = {"reproduce": cmd_reproduce, "drift": cmd_drift, "sparsity": cmd_sparsity, "diversity": cmd_diversity, "forgetting": cmd_forgetting,
+COMMANDS = {"reproduce": cmd_reproduce, "sweep": cmd_sweep, "drift": cmd_drift, "sparsity": cmd_sparsity, "diversity": cmd_diversity, "forgetting": cmd_forgetting,
             "curves": cmd_curves}
 
 if __name__ == "__main__":

@@ -84,13 +84,16 @@ def test_weight_and_run_commands_end_to_end(tmp_path):
                        (["sparsity", "tiny", trained, "--taus", "0,1e-3,1"], "sparsity"),
                        (["diversity", "tiny", "--population", "2", "--samples", "2", "--sigmas", "1e-3,1e-2"], "diversity"),
                        (["forgetting", "tiny", trained], "forgetting"),
-                       (["curves", str(run)], "curves")):
+                       (["curves", str(run)], "curves"),
+                       (["sweep", "--populations", "2,4", "--sequences", "16", "--prompts", "2"], "sweep")):
         result = run_eval(*argv, *(SMALL if argv[0] != "curves" else []), "--out", str(tmp_path / stem))
         assert result.returncode == 0, (argv, result.stderr[-2000:])
         assert (tmp_path / stem / f"{stem}.png").exists() and (tmp_path / stem / f"{stem}.json").exists()
     sparsity = json.loads((tmp_path / "sparsity" / "sparsity.json").read_text())["rows"]
     assert sparsity["tau=0"]["sparsity"] < 0.01 and sparsity["tau=0.001"]["sparsity"] > 0.3
     assert sparsity["tau=1"]["sparsity"] == 1.0
+    sweep = json.loads((tmp_path / "sweep" / "sweep.json").read_text())["rows"]
+    assert [(r["population"], r["updates"], r["sequences"]) for r in sweep.values()] == [(2, 4, 16), (4, 2, 16)]
     assert sparsity["tau=0"]["pass@1_kept"] == pytest.approx(1.0)
 
 
