@@ -498,15 +498,15 @@ def sample_tokens(logits, temperature, top_p, uniform):
 
 @torch.no_grad()
 def rollout(model, tokenizer, prompts: list[str], *, temperature: float = 0.0, top_p: float = 1.0,
-            max_new_tokens: int = 12, seed: int = 0, batch_size: int = 2048) -> Rollout:
+            max_new_tokens: int = 12, seed: int = 0, batch_size: int = 2048, progress: bool = False) -> Rollout:
     """Decode completions of prompts (greedy at temperature 0), stopping at EOS.
 
     The same seed gives every member of a population the same sampling noise. The signature is the
     contract that a vLLM backend in scale/ fills too."""
     if len(prompts) > batch_size:
+        starts = tqdm(range(0, len(prompts), batch_size), desc="rollout", leave=False, disable=not (progress and IS_MAIN_RANK))
         parts = [rollout(model, tokenizer, prompts[i:i + batch_size], temperature=temperature, top_p=top_p,
-                         max_new_tokens=max_new_tokens, seed=seed + i, batch_size=batch_size)
-                 for i in range(0, len(prompts), batch_size)]
+                         max_new_tokens=max_new_tokens, seed=seed + i, batch_size=batch_size) for i in starts]
         return concat_rollouts(parts, tokenizer.pad_token_id)
     device = next(model.parameters()).device
     encoded = tokenizer(prompts, padding=True, return_tensors="pt",
@@ -604,12 +604,13 @@ def maj_at_k(keys: list[str], correct: list[bool], k: int) -> float:
     return float(np.mean(hits))
 
 
-def evaluate(model, tokenizer, problems: list[dict], args: Args, seed: int = 0, ks=PASS_KS, maj_ks=(MAJ_K,)) -> dict:
+def evaluate(model, tokenizer, problems: list[dict], args: Args, seed: int = 0, ks=PASS_KS, maj_ks=(MAJ_K,),
+             progress: bool = False) -> dict:
     """Pass@K, Maj@K, mean reward, token entropy and length of one model: n samples a problem, one batched pass."""
     n = args.eval_samples
     prompts = [prompt_text(p, tokenizer) for p in problems for _ in range(n)]
     roll = rollout(model, tokenizer, prompts, temperature=args.eval_temperature, top_p=args.eval_top_p,
-                   max_new_tokens=args.max_new_tokens, seed=seed, batch_size=args.rollout_batch)
+                   max_new_tokens=args.max_new_tokens, seed=seed, batch_size=args.rollout_batch, progress=progress)
     rewards = score([p for p in problems for _ in range(n)], roll.texts).view(len(problems), n)
     correct = rewards == 1.0
     result = {f"pass@{k}": float(np.mean([pass_at_k(n, int(c), k) for c in correct.sum(1)])) for k in ks if k <= n}

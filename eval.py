@@ -74,10 +74,10 @@ def evaluate_model(model, tokenizer, args: Args) -> dict:
     problems and on each held-out task family."""
     _, evaluation, heldout = evaluation_sets(args, tokenizer)
     ks = curve_ks(args.eval_samples)
-    result = {"problems": len(evaluation), **evaluate(model, tokenizer, evaluation, args, args.seed, ks, ks),
+    result = {"problems": len(evaluation), **evaluate(model, tokenizer, evaluation, args, args.seed, ks, ks, progress=True),
               "greedy": greedy_accuracy(model, tokenizer, evaluation, args)}
     for task, problems in heldout.items():
-        result[f"heldout_{task}"] = {**evaluate(model, tokenizer, problems, args, args.seed, ks, ks),
+        result[f"heldout_{task}"] = {**evaluate(model, tokenizer, problems, args, args.seed, ks, ks, progress=True),
                                      "greedy": greedy_accuracy(model, tokenizer, problems, args)}
     return result
 
