@@ -134,9 +134,12 @@ class OneLineErrors(argparse.ArgumentParser):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
 
-def dataclass_parser(cls, prog=None, description=None) -> argparse.ArgumentParser:
-    parser = OneLineErrors(prog=prog, description=description or cls.__doc__)
+def dataclass_parser(cls, prog=None, description=None, only=None, **kwargs) -> argparse.ArgumentParser:
+    """A flag per field of the dataclass (or per field named in `only`), with the field's help."""
+    parser = OneLineErrors(prog=prog, description=description or cls.__doc__, **kwargs)
     for f in dataclasses.fields(cls):
+        if only is not None and f.name not in only:
+            continue
         name = "--" + f.name.replace("_", "-")
         if f.type == "bool":
             parser.add_argument(name, action=argparse.BooleanOptionalAction, default=f.default,
@@ -685,6 +688,11 @@ def noise(seed: int, index: int, like: torch.Tensor) -> torch.Tensor:
     return torch.randn(like.shape, generator=generator, device=like.device, dtype=torch.float32)
 
 
+def master_weights(params: list[torch.Tensor]) -> list[torch.Tensor]:
+    """The fp32 CPU copy that ES perturbs from, restores to and updates."""
+    return [p.detach().float().cpu().clone() for p in params]
+
+
 @torch.no_grad()
 def set_weights(params: list[torch.Tensor], master: list[torch.Tensor], seed: int | None = None, sigma: float = 0.0):
     """theta <- master (+ sigma * eps_seed): perturbs in place, and restores bit-exactly with seed=None."""
@@ -762,7 +770,7 @@ def train_stage(name: str, updates: int, model, tokenizer, train: list[dict], ar
     metrics line per update and call save(state) every args.save_every updates and at the end."""
     params = list(model.parameters())
     if name == "es":
-        master = resume["master"] if resume else [p.detach().float().cpu().clone() for p in params]
+        master = resume["master"] if resume else master_weights(params)
         batch = args.es_prompts
     else:
         reference = copy.deepcopy(model).eval().requires_grad_(False) if args.grpo_beta else None

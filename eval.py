@@ -16,7 +16,6 @@ Each command writes JSON, a markdown table and a PNG to --out.
 from __future__ import annotations
 
 import argparse
-import dataclasses
 import json
 import sys
 from pathlib import Path
@@ -35,12 +34,8 @@ MODULE_KINDS = (("embeddings", ("embed",)), ("lm_head", ("lm_head",)), ("norms",
 
 def parser_for(command: str) -> argparse.ArgumentParser:
     """The evaluation flags of es_grpo.Args (same names, defaults and help), plus this command's own."""
-    parser = es_grpo.OneLineErrors(prog=f"eval.py {command}".strip(), description=__doc__,
-                                   formatter_class=argparse.RawDescriptionHelpFormatter)
-    for f in dataclasses.fields(Args):
-        if f.name in EVAL_FLAGS:
-            kind = {"int": int, "float": float, "str": str}[f.type]
-            parser.add_argument("--" + f.name.replace("_", "-"), type=kind, default=f.default, help=f.metadata["help"])
+    parser = es_grpo.dataclass_parser(Args, f"eval.py {command}".strip(), __doc__, only=EVAL_FLAGS,
+                                      formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="evals", help="folder for the JSON, markdown and PNG outputs")
     return parser
 
@@ -272,7 +267,7 @@ def population_diversity(model, tokenizer, problems: list[dict], args: Args, pop
     population (one sample per member) against the centre model's Pass@N. With few samples the plug-in
     JS_succ is biased upward (and can then exceed JS_pol, which it never does exactly): raise --samples."""
     params = list(model.parameters())
-    master = [p.detach().float().cpu().clone() for p in params]
+    master = es_grpo.master_weights(params)
     seeds = es_grpo.random.Random(seed).sample(range(2**31 - 1), population)
     prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems for _ in range(samples)]
     repeated = [p for p in problems for _ in range(samples)]
