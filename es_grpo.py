@@ -10,10 +10,13 @@ Run it (laptop, CPU, no network: trains the shipped tiny model, GRPO then ES):
     python es_grpo.py --algo grpo-es --model Qwen/Qwen2.5-1.5B-Instruct \\
         --data gsm8k_train.jsonl --preset paper --device cuda
     python es_grpo.py --resume runs/es-s1           # continue an interrupted run
+    torchrun --nproc_per_node=8 es_grpo.py --algo es --model Qwen/Qwen2.5-1.5B-Instruct \\
+        --data gsm8k_train.jsonl --preset paper      # the same file, data-parallel (scale/ adds vLLM)
     python es_grpo.py pretrain                       # rebuild the shipped tiny_model/
 
 Sections, in the paper's order: config, model, task and verifier, rollout,
-Pass@K, GRPO, ES, schedule, main.
+Pass@K, GRPO, ES, schedule, main; after the model, what torchrun adds (the
+ranks split ES members and GRPO prompts and provably keep identical weights).
 
 Deliberate departures from the paper (all in the tiny default preset unless
 marked; `--preset paper` restores the paper's settings):
@@ -40,6 +43,7 @@ marked; `--preset paper` restores the paper's settings):
 from __future__ import annotations
 
 import argparse
+import contextlib
 import copy
 import dataclasses
 import inspect
@@ -52,18 +56,22 @@ import shutil
 import sys
 import time
 from collections import Counter
+from datetime import timedelta
 from dataclasses import dataclass, field
 from fractions import Fraction
 from pathlib import Path
 
 import numpy as np
 import torch
+import torch.distributed as dist
 from tqdm import tqdm
 from transformers import DynamicCache
 
 HERE = Path(__file__).resolve().parent
 TINY_MODEL = HERE / "tiny_model"
-IS_MAIN_RANK = int(os.environ.get("RANK", "0")) == 0
+RANK, WORLD_SIZE, LOCAL_RANK = (int(os.environ.get(name, default)) for name, default in
+                                 (("RANK", 0), ("WORLD_SIZE", 1), ("LOCAL_RANK", 0)))  # set by torchrun
+IS_MAIN_RANK = RANK == 0
 log = tqdm.write if IS_MAIN_RANK else (lambda *a, **k: None)  # silent on other ranks, keeps the bar intact
 
 # ----------------------------------------------------------------------------- config
@@ -93,6 +101,8 @@ class Args:
     dtype: str = flag("float32", "weights dtype; bfloat16 halves ES memory (its update stays fp32), GRPO wants float32")
     max_new_tokens: int = flag(12, "longest completion, in tokens")
     rollout_batch: int = flag(2048, "most sequences decoded at once")
+    check_every: int = flag(1, "updates between checks that all torchrun ranks hold identical weights")
+    dist_timeout: int = flag(600, "seconds a torchrun rank waits for the others before it gives up")
     # ES (paper: N=32, sigma 1.5e-3, alpha 2.5e-4, 64 prompts, greedy)
     es_population: int = flag(32, "ES population size N")
     es_sigma: float = flag(1e-2, "ES noise scale sigma")
@@ -109,6 +119,7 @@ class Args:
     grpo_beta: float = flag(1e-3, "k3 KL coefficient to the starting model")
     grpo_scale_std: bool = flag(True, "divide group advantages by the group std")
     grpo_epochs: int = flag(1, "optimizer steps per rollout batch")
+    grpo_microbatch: int = flag(0, "rows per GRPO forward pass, gradients accumulated (0: a rank's whole batch)")
     # evaluation (paper: temperature 0.6)
     eval_problems: int = flag(100, "held-out evaluation problems")
     eval_split: str = flag("test", "built-in evaluation problems: test (to report) or dev (to tune on)")
@@ -174,8 +185,13 @@ def parse_args(argv=None) -> Args:
         (args.eval_split not in SPLIT_SEEDS, "--eval-split must be test or dev"),
         (not args.data and args.eval_problems > EVAL_POOL, f"--eval-problems: the built-in set has {EVAL_POOL}"),
         (not 1 <= args.heldout_problems <= EVAL_POOL, f"--heldout-problems must be between 1 and {EVAL_POOL}"),
+        (args.grpo_prompts < WORLD_SIZE, f"--grpo-prompts must be at least the number of ranks ({WORLD_SIZE})"),
+        (args.grpo_microbatch < 0, "--grpo-microbatch must not be negative"),
+        (args.check_every < 0 or args.dist_timeout < 1, "--check-every must not be negative, --dist-timeout positive"),
         (args.dtype not in ("float32", "bfloat16", "float16"), "--dtype must be float32, bfloat16 or float16"),
         (not 0 < args.eval_top_p <= 1, "--eval-top-p must be in (0, 1]"),
+        (args.grpo_temperature <= 0 or args.eval_temperature < 0 or args.es_temperature < 0,
+         "--grpo-temperature must be positive (it divides the logits), the others not negative"),
     ]
     for bad, message in problems:
         if bad:
@@ -225,6 +241,57 @@ def build_tiny_model(seed: int):
                          tie_word_embeddings=True, pad_token_id=0, bos_token_id=1, eos_token_id=1)
     torch.manual_seed(seed)
     return LlamaForCausalLM(config), tokenizer
+
+
+# ----------------------------------------------------------------------------- distributed (torchrun)
+# Under torchrun every rank runs this whole file. ES ranks split the population and exchange only scores;
+# GRPO ranks split the prompts and DDP sums the gradients. Every rank then holds the same weights, and
+# check_same_weights proves it. On one process each helper below does nothing.
+
+
+def init_distributed(device: str, timeout_s: int) -> str:
+    """Join torchrun's process group (nccl on GPUs, gloo on CPUs); returns this rank's device."""
+    if WORLD_SIZE == 1:
+        return device
+    if device.startswith("cuda"):
+        device = f"cuda:{LOCAL_RANK}"
+        torch.cuda.set_device(device)
+    if not dist.is_initialized():
+        dist.init_process_group("nccl" if device.startswith("cuda") else "gloo", timeout=timedelta(seconds=timeout_s))
+    return device
+
+
+def all_reduce(tensor: torch.Tensor, op=None) -> torch.Tensor:
+    """Sum (or op) over ranks: the same result on every rank."""
+    if WORLD_SIZE == 1:
+        return tensor
+    reduced = tensor.to("cuda" if dist.get_backend() == "nccl" else "cpu").clone()
+    dist.all_reduce(reduced, op=op or dist.ReduceOp.SUM)
+    return reduced.to(tensor.device)
+
+
+def all_gather_objects(item) -> list:
+    if WORLD_SIZE == 1:
+        return [item]
+    gathered = [None] * WORLD_SIZE
+    dist.all_gather_object(gathered, item)
+    return gathered
+
+
+def barrier():
+    if WORLD_SIZE > 1:
+        dist.barrier()
+
+
+@torch.no_grad()
+def check_same_weights(params: list[torch.Tensor], where: str):
+    """Stop every rank if any two hold different weights (compares each tensor's float64 sum and sum of squares)."""
+    if WORLD_SIZE == 1:
+        return
+    local = torch.stack([s for p in params for s in (p.double().sum(), p.double().square().sum())])  # (2 * tensors,)
+    differ = all_reduce(local, dist.ReduceOp.MAX) != all_reduce(local, dist.ReduceOp.MIN)
+    if differ.any():
+        raise SystemExit(f"{where}: ranks hold different weights (tensor {int(differ.nonzero()[0]) // 2} differs first); stopped")
 
 
 # ----------------------------------------------------------------------------- task and verifier
@@ -479,6 +546,9 @@ class Rollout:
     def tokens(self) -> int:
         return int(self.completion_mask.sum())
 
+    def rows(self, index: slice) -> Rollout:
+        return Rollout(self.texts[index], *(getattr(self, f.name)[index] for f in dataclasses.fields(self)[1:]))
+
 
 def cache_argument(model) -> str:
     """transformers 5 renamed past_key_values to cache."""
@@ -501,22 +571,31 @@ def sample_tokens(logits, temperature, top_p, uniform):
 
 @torch.no_grad()
 def rollout(model, tokenizer, prompts: list[str], *, temperature: float = 0.0, top_p: float = 1.0,
-            max_new_tokens: int = 12, seed: int = 0, batch_size: int = 2048, progress: bool = False) -> Rollout:
+            max_new_tokens: int = 12, seed: int = 0, batch_size: int = 2048, first_row: int = 0,
+            total_rows: int | None = None) -> Rollout:
     """Decode completions of prompts (greedy at temperature 0), stopping at EOS.
 
-    The same seed gives every member of a population the same sampling noise. The signature is the
-    contract that a vLLM backend in scale/ fills too."""
-    if len(prompts) > batch_size:
-        starts = tqdm(range(0, len(prompts), batch_size), desc="rollout", leave=False, disable=not (progress and IS_MAIN_RANK))
-        parts = [rollout(model, tokenizer, prompts[i:i + batch_size], temperature=temperature, top_p=top_p,
-                         max_new_tokens=max_new_tokens, seed=seed + i, batch_size=batch_size) for i in starts]
+    The same seed gives every member of a population the same sampling noise. prompts may be rows
+    first_row.. of a larger batch of total_rows (a rank's share): each row still gets the noise it gets
+    in the whole batch, decoded in chunks of batch_size. The signature is the contract that the vLLM
+    backend in scale/ fills too."""
+    end = first_row + len(prompts)
+    total_rows = total_rows or end
+    cuts = [first_row, *range(first_row - first_row % batch_size + batch_size, end, batch_size), end]
+    if len(cuts) > 2:  # one call per chunk of the whole batch
+        parts = [rollout(model, tokenizer, prompts[a - first_row:b - first_row], temperature=temperature, top_p=top_p,
+                         max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size, first_row=a,
+                         total_rows=total_rows) for a, b in zip(cuts, cuts[1:])]
         return concat_rollouts(parts, tokenizer.pad_token_id)
+    chunk = first_row - first_row % batch_size  # the rows of a chunk share a generator seeded by its first row
+    drawn = slice(first_row - chunk, end - chunk)  # this call's rows among the chunk's uniforms
+    width = min(batch_size, total_rows - chunk)
     device = next(model.parameters()).device
     encoded = tokenizer(prompts, padding=True, return_tensors="pt",
                         add_special_tokens=tokenizer.chat_template is None).to(device)
     prompt_ids, prompt_mask = encoded["input_ids"], encoded["attention_mask"]
     batch = prompt_ids.shape[0]
-    generator = torch.Generator().manual_seed(seed)
+    generator = torch.Generator().manual_seed(seed + chunk)
     cache = {cache_argument(model): DynamicCache(config=model.config)}
     mask = prompt_mask
     positions = (mask.cumsum(-1) - 1).clamp(min=0)
@@ -526,7 +605,7 @@ def rollout(model, tokenizer, prompts: list[str], *, temperature: float = 0.0, t
         logits = model(input_ids=inputs, attention_mask=mask, position_ids=positions, use_cache=True,
                        **cache).logits[:, -1].float()  # (B, V)
         logp = logits.log_softmax(-1)  # (B, V)
-        uniform = torch.rand(batch, generator=generator).to(device)  # (B,)
+        uniform = torch.rand(width, generator=generator)[drawn].to(device)  # (B,)
         token = sample_tokens(logits, temperature, top_p, uniform)  # (B,)
         token = token.masked_fill(done, tokenizer.pad_token_id)
         tokens.append(token)
@@ -608,22 +687,33 @@ def maj_at_k(keys: list[str], correct: list[bool], k: int) -> float:
 
 
 def evaluate(model, tokenizer, problems: list[dict], args: Args, seed: int = 0, ks=PASS_KS, maj_ks=(MAJ_K,),
-             progress: bool = False) -> dict:
-    """Pass@K, Maj@K, mean reward, token entropy and length of one model: n samples a problem, one batched pass."""
-    n = args.eval_samples
-    prompts = [prompt_text(p, tokenizer) for p in problems for _ in range(n)]
-    roll = rollout(model, tokenizer, prompts, temperature=args.eval_temperature, top_p=args.eval_top_p,
-                   max_new_tokens=args.max_new_tokens, seed=seed, batch_size=args.rollout_batch, progress=progress)
-    rewards = score([p for p in problems for _ in range(n)], roll.texts).view(len(problems), n)
+             progress: bool = False, generate=rollout) -> dict:
+    """Pass@K, Maj@K, mean reward, token entropy and length of one model: n samples a problem, decoded in
+    chunks of rollout_batch (shared out among torchrun ranks, with the same results as one process)."""
+    n, size = args.eval_samples, args.rollout_batch
+    rows = [p for p in problems for _ in range(n)]
+    prompts = [prompt_text(p, tokenizer) for p in rows]
+    scored = []  # (first row, rewards, answer keys, entropy sum, tokens) of each chunk this rank decodes
+    for start in tqdm(range(0, len(prompts), size)[RANK::WORLD_SIZE], desc="eval", leave=False,
+                      disable=not (progress and IS_MAIN_RANK)):
+        roll = generate(model, tokenizer, prompts[start:start + size], temperature=args.eval_temperature,
+                        top_p=args.eval_top_p, max_new_tokens=args.max_new_tokens, seed=seed, batch_size=size,
+                        first_row=start, total_rows=len(prompts))
+        chunk = rows[start:start + size]
+        scored.append((start, score(chunk, roll.texts).tolist(), [answer_key(p, t) for p, t in zip(chunk, roll.texts)],
+                       float(roll.entropy.sum()), roll.tokens))
+    scored = sorted(part for parts in all_gather_objects(scored) for part in parts)
+    rewards = torch.tensor([r for part in scored for r in part[1]]).view(len(problems), n)
+    keys = [key for part in scored for key in part[2]]
     correct = rewards == 1.0
     result = {f"pass@{k}": float(np.mean([pass_at_k(n, int(c), k) for c in correct.sum(1)])) for k in ks if k <= n}
-    keys = [answer_key(p, t) for p, t in zip([p for p in problems for _ in range(n)], roll.texts)]
     for k in (k for k in maj_ks if k <= n):
         result[f"maj@{k}"] = float(np.mean([maj_at_k(keys[i * n:(i + 1) * n], correct[i].tolist(), k)
                                             for i in range(len(problems))]))
+    tokens = sum(part[4] for part in scored)
     result["reward"] = float(rewards.mean())
-    result["entropy"] = float(masked_mean(roll.entropy, roll.completion_mask))
-    result["length"] = roll.tokens / len(prompts)
+    result["entropy"] = sum(part[3] for part in scored) / max(tokens, 1)
+    result["length"] = tokens / len(prompts)
     return result
 
 
@@ -640,43 +730,68 @@ def group_advantages(rewards: torch.Tensor, group: int, scale_std: bool = True) 
     return centred.masked_fill(constant, 0.0).flatten()  # (B,)
 
 
-def grpo_loss(logp, old_logp, ref_logp, advantages, mask, clip: float, beta: float):
+def grpo_loss(logp, old_logp, ref_logp, advantages, mask, clip: float, beta: float, tokens=None):
     """Clipped surrogate plus beta * k3 KL to the reference, mean over completion tokens (PAPER.md, GRPO settings).
 
-    logp, old_logp, ref_logp, mask: (B, T); advantages: (B,). Returns the loss and its parts."""
+    logp, old_logp, ref_logp, mask: (B, T); advantages: (B,); tokens: what to divide the sums by (default:
+    the mask's tokens; under torchrun this rank's share of all ranks' tokens). Returns the loss and its parts."""
+    tokens = mask.sum().clamp(min=1) if tokens is None else tokens  # ()
     ratio = torch.exp(logp - old_logp)  # (B, T)
     adv = advantages.unsqueeze(1)  # (B, 1)
     surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - clip, 1 + clip) * adv)  # (B, T)
     log_ref_ratio = ref_logp - logp  # (B, T)
     kl = torch.exp(log_ref_ratio) - log_ref_ratio - 1  # (B, T) k3 estimator, >= 0
-    loss = masked_mean(-surrogate + beta * kl, mask)  # ()
+    loss = ((-surrogate + beta * kl) * mask).sum() / tokens  # ()
     clipped = ((ratio - 1).abs() > clip).float()  # (B, T)
-    return loss, {"kl": float(masked_mean(kl.detach(), mask)), "clip_frac": float(masked_mean(clipped, mask))}
+    return loss, {"kl": float((kl.detach() * mask).sum() / tokens), "clip_frac": float((clipped * mask).sum() / tokens)}
 
 
-def grpo_step(model, reference, optimizer, tokenizer, problems: list[dict], args: Args, seed: int) -> dict:
-    """Sample a group per prompt, score, and take grpo_epochs AdamW steps on the clipped surrogate."""
-    group = [p for p in problems for _ in range(args.grpo_group)]
+def grpo_step(model, reference, optimizer, tokenizer, problems: list[dict], args: Args, seed: int,
+              generate=rollout, trainer=None) -> dict:
+    """Sample a group per prompt, score, and take grpo_epochs AdamW steps on the clipped surrogate.
+
+    Under torchrun each rank samples a contiguous share of the groups (the rows, and sampling noise, they
+    have in the whole batch) and trainer, the DDP-wrapped model, averages the gradients."""
+    trainer = trainer or model
+    bounds = [len(problems) * rank // WORLD_SIZE for rank in range(WORLD_SIZE + 1)]
+    group = [p for p in problems[bounds[RANK]:bounds[RANK + 1]] for _ in range(args.grpo_group)]
+    first, total = bounds[RANK] * args.grpo_group, len(problems) * args.grpo_group
     with torch.no_grad():
-        roll = rollout(model, tokenizer, [prompt_text(p, tokenizer) for p in group], temperature=args.grpo_temperature,
-                       max_new_tokens=args.max_new_tokens, seed=seed, batch_size=args.rollout_batch)
+        roll = generate(model, tokenizer, [prompt_text(p, tokenizer) for p in group], temperature=args.grpo_temperature,
+                        max_new_tokens=args.max_new_tokens, seed=seed, batch_size=args.rollout_batch, first_row=first,
+                        total_rows=total)
         rewards = score(group, roll.texts)  # (B,)
         advantages = group_advantages(rewards, args.grpo_group, args.grpo_scale_std).to(roll.completion_ids.device)
-        old_logp = token_logprobs(model, roll, args.grpo_temperature)[0]  # (B, T)
-        ref_logp = token_logprobs(reference, roll, args.grpo_temperature)[0] if args.grpo_beta else old_logp
-    model.train()
+        size = args.grpo_microbatch or len(group)
+        pieces = [slice(start, start + size) for start in range(0, len(group), size)]  # forward passes, in rows
+        old_logp = torch.cat([token_logprobs(model, roll.rows(s), args.grpo_temperature)[0] for s in pieces])  # (B, T)
+        ref_logp = (torch.cat([token_logprobs(reference, roll.rows(s), args.grpo_temperature)[0] for s in pieces])
+                    if args.grpo_beta else old_logp)  # (B, T)
+        tokens = all_reduce(roll.completion_mask.sum()).clamp(min=1) / WORLD_SIZE  # () DDP averages over ranks
+    trainer.train()
     for _ in range(args.grpo_epochs):
-        logp, entropy = token_logprobs(model, roll, args.grpo_temperature)
-        loss, stats = grpo_loss(logp, old_logp, ref_logp, advantages, roll.completion_mask, args.grpo_clip, args.grpo_beta)
         optimizer.zero_grad(set_to_none=True)
-        loss.backward()
+        sums = torch.zeros(4, dtype=torch.float64)  # loss, kl, clip fraction, entropy sum over the pieces
+        for s in pieces:  # gradients add up over pieces; DDP averages them over ranks after the last one
+            with trainer.no_sync() if trainer is not model and s != pieces[-1] else contextlib.nullcontext():
+                logp, entropy = token_logprobs(trainer, roll.rows(s), args.grpo_temperature)  # (b, T) each
+                loss, stats = grpo_loss(logp, old_logp[s], ref_logp[s], advantages[s], roll.completion_mask[s],
+                                        args.grpo_clip, args.grpo_beta, tokens)
+                loss.backward()
+            sums += torch.tensor([loss.item(), stats["kl"], stats["clip_frac"],
+                                  float((entropy.detach() * roll.completion_mask[s]).sum())], dtype=torch.float64)
         optimizer.step()
-    model.eval()
-    grouped = rewards.view(-1, args.grpo_group)
-    zero_std = (grouped.amax(1) == grouped.amin(1)).float().mean()
-    return {"reward": float(rewards.mean()), "reward_std": float(rewards.std()), "loss": loss.item(),
-            "entropy": float(masked_mean(entropy.detach(), roll.completion_mask)), **stats,
-            "zero_std_frac": float(zero_std), "sequences": len(group), "tokens": roll.tokens}
+    trainer.eval()
+    everyone = torch.zeros(total)  # (all ranks' B,)
+    everyone[first:first + len(group)] = rewards
+    everyone = all_reduce(everyone)
+    grouped = everyone.view(-1, args.grpo_group)
+    parts = all_reduce(torch.cat([sums, torch.tensor([roll.tokens], dtype=torch.float64)]))
+    parts = parts / torch.tensor([WORLD_SIZE] * 3 + [1, 1])
+    return {"reward": float(everyone.mean()), "reward_std": float(everyone.std()), "loss": float(parts[0]),
+            "entropy": float(parts[3] / parts[4].clamp(min=1)), "kl": float(parts[1]), "clip_frac": float(parts[2]),
+            "zero_std_frac": float((grouped.amax(1) == grouped.amin(1)).float().mean()), "sequences": total,
+            "tokens": int(parts[4])}
 
 
 # ----------------------------------------------------------------------------- ES
@@ -733,25 +848,28 @@ def js_succ(success: torch.Tensor) -> float:
     return float((binary_entropy(success.mean(0)) - binary_entropy(success).mean(0)).mean())
 
 
-def es_step(model, params, master, tokenizer, problems: list[dict], args: Args, seed: int) -> dict:
-    """Score N perturbed copies on the same prompts (and sampling noise), then move toward the better ones."""
+def es_step(model, params, master, tokenizer, problems: list[dict], args: Args, seed: int, generate=rollout) -> dict:
+    """Score N perturbed copies on the same prompts (and sampling noise), then move toward the better ones.
+
+    Under torchrun each rank scores every WORLD_SIZE-th member; the ranks exchange the scores and all apply
+    the same update, regenerated from the seeds."""
     seeds = random.Random(seed).sample(range(2**31 - 1), args.es_population)
     prompts = [prompt_text(p, tokenizer) for p in problems]
-    member_rewards, member_success, tokens, entropy = [], [], 0, 0.0
-    for member_seed in seeds:
-        set_weights(params, master, member_seed, args.es_sigma)
-        roll = rollout(model, tokenizer, prompts, temperature=args.es_temperature, max_new_tokens=args.max_new_tokens,
-                       seed=seed, batch_size=args.rollout_batch)
+    scores = torch.zeros(len(seeds), 3 + len(problems), dtype=torch.float64)  # (N, 3 + P)
+    for member in range(RANK, len(seeds), WORLD_SIZE):
+        set_weights(params, master, seeds[member], args.es_sigma)
+        roll = generate(model, tokenizer, prompts, temperature=args.es_temperature, max_new_tokens=args.max_new_tokens,
+                        seed=seed, batch_size=args.rollout_batch)
         rewards = score(problems, roll.texts)  # (P,)
-        member_rewards.append(rewards.mean())
-        member_success.append((rewards == 1.0).float())
-        tokens += roll.tokens
-        entropy += float(roll.entropy.sum())
-    rewards = torch.stack(member_rewards)  # (N,)
+        scores[member, :3] = torch.tensor([float(rewards.mean()), roll.tokens, float(roll.entropy.sum())])
+        scores[member, 3:] = rewards == 1.0
+    scores = all_reduce(scores)  # every rank now has every member's scores (the rows of the others were zero)
+    rewards = scores[:, 0].float()  # (N,) the mean reward of each member, bit for bit as its rank computed it
     z = zscore(rewards) if args.es_zscore else (rewards - rewards.mean()) * (rewards.max() > rewards.min())
     es_update(params, master, seeds, z, args.es_alpha)
+    tokens = int(scores[:, 1].sum())
     return {"reward": float(rewards.mean()), "reward_std": float(rewards.std()), "reward_max": float(rewards.max()),
-            "js_succ": js_succ(torch.stack(member_success)), "entropy": entropy / max(tokens, 1),
+            "js_succ": js_succ(scores[:, 3:].float()), "entropy": float(scores[:, 2].sum()) / max(tokens, 1),
             "sequences": len(seeds) * len(prompts), "tokens": tokens}
 
 
@@ -765,7 +883,7 @@ def stages_of(algo: str, steps: int) -> list[tuple[str, int]]:
 
 
 def train_stage(name: str, updates: int, model, tokenizer, train: list[dict], args: Args, metrics, offset: int,
-                resume: dict | None, save) -> dict:
+                resume: dict | None, save, generate=rollout) -> dict:
     """Run one stage (es or grpo) for `updates` updates, from `resume` (a checkpoint) if given; append one
     metrics line per update and call save(state) every args.save_every updates and at the end."""
     params = list(model.parameters())
@@ -780,6 +898,9 @@ def train_stage(name: str, updates: int, model, tokenizer, train: list[dict], ar
             if reference is not None:
                 reference.load_state_dict(resume["reference"])
         batch = args.grpo_prompts
+        on_gpu = model.device.type == "cuda"
+        trainer = (torch.nn.parallel.DistributedDataParallel(model, device_ids=[model.device.index] if on_gpu else None,
+                                                             broadcast_buffers=False) if WORLD_SIZE > 1 else model)
     rng = random.Random(f"{args.seed}-{name}-{offset}")
     if resume:
         rng.setstate(resume["rng"])
@@ -790,12 +911,14 @@ def train_stage(name: str, updates: int, model, tokenizer, train: list[dict], ar
         problems = rng.sample(train, min(batch, len(train)))
         step_seed = args.seed * 1_000_003 + offset + update
         if name == "es":
-            stats = es_step(model, params, master, tokenizer, problems, args, step_seed)
+            stats = es_step(model, params, master, tokenizer, problems, args, step_seed, generate)
         else:
-            stats = grpo_step(model, reference, optimizer, tokenizer, problems, args, step_seed)
+            stats = grpo_step(model, reference, optimizer, tokenizer, problems, args, step_seed, generate, trainer)
         if not (math.isfinite(stats.get("loss", 0.0)) and all(torch.isfinite(p).all() for p in params)):
             raise SystemExit(f"update {offset + update + 1} ({name}): non-finite loss or weights; stopped, "
                              f"the last good checkpoint is kept in {args.out}")
+        if update + 1 == updates or (args.check_every and (update + 1) % args.check_every == 0):
+            check_same_weights(params, f"update {offset + update + 1} ({name})")
         seconds = time.time() - tick
         totals = {"sequences": totals["sequences"] + stats["sequences"], "tokens": totals["tokens"] + stats["tokens"],
                   "seconds": totals["seconds"] + seconds}
@@ -837,10 +960,10 @@ def evaluation_sets(args: Args, tokenizer):
     return train, evaluation[:args.eval_problems], heldout
 
 
-def measure(name: str, model, tokenizer, evaluation, heldout, args: Args, cost: dict) -> dict:
-    result = evaluate(model, tokenizer, evaluation, args, seed=args.seed)
+def measure(name: str, model, tokenizer, evaluation, heldout, args: Args, cost: dict, generate=rollout) -> dict:
+    result = evaluate(model, tokenizer, evaluation, args, seed=args.seed, generate=generate)
     for task, problems in heldout.items():
-        result[f"heldout_{task}"] = evaluate(model, tokenizer, problems, args, seed=args.seed)
+        result[f"heldout_{task}"] = evaluate(model, tokenizer, problems, args, seed=args.seed, generate=generate)
     k = max(k for k in PASS_KS if k <= args.eval_samples)
     result[f"heldout_pass@{k}"] = (float(np.mean([result[f"heldout_{t}"][f"pass@{k}"] for t in heldout]))
                                    if heldout else None)
@@ -874,25 +997,29 @@ def prepare_run_folder(args: Args) -> tuple[Args, dict | None]:
             raise SystemExit(f"--resume {folder}: not a resumable run folder ({err.__class__.__name__})")
         return Args(**{**saved, "resume": str(folder), "out": str(folder)}), checkpoint
     out = Path(args.out)
-    if out.exists() and any(out.iterdir()):
-        if not args.overwrite:
-            raise SystemExit(f"--out {out}: run folder exists; pass --resume {out} to continue it or --overwrite to replace it")
-        shutil.rmtree(out)
-    out.mkdir(parents=True, exist_ok=True)
-    atomic_write(out / "config.json", lambda tmp: tmp.write_text(json.dumps(dataclasses.asdict(args), indent=2)))
+    if out.exists() and any(out.iterdir()) and not args.overwrite:
+        raise SystemExit(f"--out {out}: run folder exists; pass --resume {out} to continue it or --overwrite to replace it")
+    barrier()  # every rank has looked before the main rank writes
+    if IS_MAIN_RANK:
+        shutil.rmtree(out, ignore_errors=True)
+        out.mkdir(parents=True)
+        atomic_write(out / "config.json", lambda tmp: tmp.write_text(json.dumps(dataclasses.asdict(args), indent=2)))
+    barrier()
     return args, None
 
 
-def run(args: Args) -> dict:
+def run(args: Args, generate=rollout) -> dict:
     """Evaluate the base model, train each stage of the schedule, evaluate and save after each.
 
     A checkpoint (weights, optimizer or ES master, RNG state, evaluations so far) is replaced atomically
-    every --save-every updates and after each stage; --resume continues bit-exactly from it."""
+    every --save-every updates and after each stage; --resume continues bit-exactly from it. Under torchrun
+    only the main rank writes files. generate: rollout, or any function with its signature (scale/: vLLM)."""
+    device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    device = init_distributed(device, args.dist_timeout)
     args, checkpoint = prepare_run_folder(args)
     out = Path(args.out)
     random.seed(args.seed)
     torch.manual_seed(args.seed)
-    device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     model, tokenizer = load_model(args.model, device, args.dtype)
     model.eval()
     train, evaluation, heldout = evaluation_sets(args, tokenizer)
@@ -905,36 +1032,44 @@ def run(args: Args) -> dict:
             done = sum(u for _, u in schedule[:checkpoint["stage"]]) + (checkpoint["stage_state"] or {}).get("update", 0)
         lines = (out / "metrics.jsonl").read_text().splitlines() if (out / "metrics.jsonl").exists() else []
         kept = [line for line in lines if line.strip() and json.loads(line)["update"] <= done]
-        atomic_write(out / "metrics.jsonl", lambda tmp: tmp.write_text("".join(line + "\n" for line in kept)))
+        barrier()  # every rank has read the metrics before the main rank rewrites them
+        if IS_MAIN_RANK:
+            atomic_write(out / "metrics.jsonl", lambda tmp: tmp.write_text("".join(line + "\n" for line in kept)))
         log(f"resuming {out} after update {done}")
     if checkpoint:
         model.load_state_dict(checkpoint["model"])
         stages = checkpoint["stages"]
     else:
-        stages = [measure("base", model, tokenizer, evaluation, heldout, args, {"sequences": 0, "tokens": 0, "seconds": 0.0})]
+        stages = [measure("base", model, tokenizer, evaluation, heldout, args,
+                          {"sequences": 0, "tokens": 0, "seconds": 0.0}, generate)]
 
     def save(stage: int, stage_state: dict | None):
         state = {"model": model.state_dict(), "stage": stage, "stage_state": stage_state, "stages": stages,
                  "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}}
-        atomic_write(out / "checkpoint.pt", lambda tmp: torch.save(state, tmp))
+        if IS_MAIN_RANK:  # the ranks hold the same weights (check_same_weights), one writes them
+            atomic_write(out / "checkpoint.pt", lambda tmp: torch.save(state, tmp))
 
     first_stage = checkpoint["stage"] if checkpoint else 0
-    with open(out / "metrics.jsonl", "a") as metrics:
+    with open(out / "metrics.jsonl" if IS_MAIN_RANK else os.devnull, "a") as metrics:
         for index, (name, updates) in enumerate(schedule):
             if index < first_stage:
                 continue
             resume = checkpoint["stage_state"] if checkpoint and index == first_stage else None
             offset = sum(u for _, u in schedule[:index])
             cost = train_stage(name, updates, model, tokenizer, train, args, metrics, offset, resume,
-                               lambda stage_state: save(index, stage_state))
-            model.save_pretrained(out / f"stage{index + 1}-{name}")
-            tokenizer.save_pretrained(out / f"stage{index + 1}-{name}")
-            stages.append(measure(name, model, tokenizer, evaluation, heldout, args, cost))
+                               lambda stage_state: save(index, stage_state), generate)
+            if IS_MAIN_RANK:
+                model.save_pretrained(out / f"stage{index + 1}-{name}")
+                tokenizer.save_pretrained(out / f"stage{index + 1}-{name}")
+            stages.append(measure(name, model, tokenizer, evaluation, heldout, args, cost, generate))
             save(index + 1, None)
             log(f"{name}: pass@1 {stages[-1]['pass@1']:.3f}, {cost['seconds']:.0f}s")
-    summary = {"algo": args.algo, "seed": args.seed, "stages": stages}
-    atomic_write(out / "summary.json", lambda tmp: tmp.write_text(json.dumps(summary, indent=2)))
+    summary = {"algo": args.algo, "seed": args.seed, "world_size": WORLD_SIZE, "stages": stages}
+    if IS_MAIN_RANK:
+        atomic_write(out / "summary.json", lambda tmp: tmp.write_text(json.dumps(summary, indent=2)))
     print_table(stages)
+    if dist.is_initialized():
+        dist.destroy_process_group()
     return summary
 
 

@@ -58,6 +58,8 @@ def test_paper_preset_resolves_the_papers_settings(tmp_path):
     (["--save-every", "-1"], "--save-every"),
     (["--steps", "ten"], "--steps"),
     (["--no-such-flag", "1"], "--no-such-flag"),
+    (["--grpo-temperature", "0"], "--grpo-temperature"),
+    (["--grpo-microbatch", "-2"], "--grpo-microbatch"),
 ])
 def test_invalid_flags_exit_2_before_any_work(flags, message, tmp_path):
     result = run_script(*flags, "--out", str(tmp_path / "never"))

@@ -74,3 +74,31 @@ def test_grpo_step_moves_weights_and_reports(fresh_tiny):
     stats = es_grpo.grpo_step(model, reference, optimizer, tokenizer, es_grpo.generate_problems("countdown", 4, seed=3), args, seed=0)
     assert stats["sequences"] == 16 and 0 <= stats["zero_std_frac"] <= 1 and stats["kl"] == pytest.approx(0, abs=1e-6)
     assert any(not torch.equal(a, b) for a, b in zip(model.parameters(), reference.parameters()))
+
+
+def test_a_rank_share_of_rows_samples_as_in_the_whole_batch(tiny):
+    model, tokenizer = tiny
+    prompts = [es_grpo.prompt_text(p, tokenizer) for p in es_grpo.generate_problems("countdown", 10, seed=5)]
+    whole = rollout(model, tokenizer, prompts, temperature=1.0, seed=4, batch_size=4)
+    for first, last in ((0, 3), (3, 10), (5, 6)):  # shares inside one chunk and across chunk boundaries
+        share = rollout(model, tokenizer, prompts[first:last], temperature=1.0, seed=4, batch_size=4, first_row=first,
+                        total_rows=len(prompts))
+        assert share.texts == whole.texts[first:last]
+
+
+def test_microbatched_grpo_step_accumulates_the_same_gradient(tiny):
+    import copy
+    model, tokenizer = tiny
+    problems = es_grpo.generate_problems("countdown", 4, seed=3)
+    results = []
+    for microbatch in (0, 3):
+        policy = copy.deepcopy(model)
+        optimizer = torch.optim.SGD(policy.parameters(), lr=1.0)  # the step is the gradient itself
+        args = es_grpo.Args(grpo_prompts=4, grpo_group=4, grpo_microbatch=microbatch)
+        stats = es_grpo.grpo_step(policy, copy.deepcopy(model), optimizer, tokenizer, problems, args, seed=0)
+        results.append((stats, [p.detach() - q.detach() for p, q in zip(policy.parameters(), model.parameters())]))
+    (whole, step), (pieces, step_in_pieces) = results
+    assert max(float((a - b).abs().max()) for a, b in zip(step, step_in_pieces)) < 1e-6
+    assert max(float(a.abs().max()) for a in step) > 1e-3
+    for key in ("loss", "kl", "clip_frac", "entropy"):
+        assert pieces[key] == pytest.approx(whole[key], rel=1e-5, abs=1e-7)

@@ -1,0 +1,103 @@
+"""One-GPU check, no downloads: ES and GRPO (HF rollout) on a ~400M-parameter Llama built from a config.
+
+    python scale/gpu_check.py                        # one GPU; meant to finish well under 8 minutes
+    python scale/gpu_check.py --hidden 64 --layers 2 --vocab 512 --updates 2   # the same code on a CPU, seconds
+
+The weights are random, so rewards are noise: this measures speed and memory, not learning. The vocabulary
+is a real LLM's size (32768, the shipped character tokenizer's ids are its first 26), so that the
+embedding and logits cost what they cost in a real model and random completions rarely hit EOS. Prints a
+markdown table: seconds per update, sequences/s, generated tokens/s and peak memory, each the median or max
+over the updates after the first (warm-up).
+"""
+from __future__ import annotations
+
+import resource
+import statistics
+import sys
+import time
+from dataclasses import dataclass
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import es_grpo  # noqa: E402
+from es_grpo import dataclass_parser, flag  # noqa: E402
+
+
+@dataclass
+class CheckArgs:
+    """A few ES iterations and GRPO steps on a model built from a config; speed and memory of each."""
+
+    hidden: int = flag(1024, "hidden size (heads of 64)")
+    layers: int = flag(24, "decoder layers")
+    vocab: int = flag(32768, "vocabulary size")
+    updates: int = flag(3, "updates per algorithm; the first is warm-up")
+    population: int = flag(16, "ES population")
+    prompts: int = flag(32, "prompts per ES member and per GRPO step")
+    group: int = flag(8, "GRPO samples per prompt")
+    max_new_tokens: int = flag(128, "completion length cap")
+    device: str = flag("auto", "cuda, cpu, ... (auto: cuda if available)")
+
+
+def build(check: CheckArgs, dtype, device):
+    from transformers import LlamaConfig, LlamaForCausalLM
+
+    config = LlamaConfig(vocab_size=check.vocab, hidden_size=check.hidden, intermediate_size=check.hidden * 11 // 4,
+                         num_hidden_layers=check.layers, num_attention_heads=max(1, check.hidden // 64),
+                         num_key_value_heads=max(1, check.hidden // 128), max_position_embeddings=4096,
+                         tie_word_embeddings=True, pad_token_id=0, bos_token_id=1, eos_token_id=1)
+    torch.manual_seed(0)
+    return LlamaForCausalLM(config).to(device=device, dtype=dtype).eval()
+
+
+def peak_memory_gb(device) -> str:
+    if device.startswith("cuda"):
+        return f"{torch.cuda.max_memory_allocated() / 2**30:.2f} GPU"
+    return f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} RSS"
+
+
+def main(argv=None):
+    check = CheckArgs(**vars(dataclass_parser(CheckArgs, "scale/gpu_check.py").parse_args(argv)))
+    device = check.device if check.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    _, tokenizer = es_grpo.load_model("")
+    problems = es_grpo.generate_problems("countdown", check.prompts, seed=0)
+    args = es_grpo.Args(es_population=check.population, es_prompts=check.prompts, grpo_prompts=check.prompts,
+                        grpo_group=check.group, max_new_tokens=check.max_new_tokens, rollout_batch=4096,
+                        es_sigma=1.5e-3, es_alpha=2.5e-4, grpo_lr=1e-6)
+    rows = []
+    for algo, dtype in (("es", torch.bfloat16), ("grpo", torch.float32)):  # the paper preset's dtypes
+        model = build(check, dtype if device != "cpu" else torch.float32, device)
+        params = list(model.parameters())
+        if algo == "es":
+            master = es_grpo.master_weights(params)
+            step = lambda seed: es_grpo.es_step(model, params, master, tokenizer, problems, args, seed)
+        else:
+            reference = build(check, torch.float32, device).requires_grad_(False)
+            optimizer = torch.optim.AdamW(params, lr=args.grpo_lr)
+            step = lambda seed: es_grpo.grpo_step(model, reference, optimizer, tokenizer, problems, args, seed)
+        if device.startswith("cuda"):
+            torch.cuda.reset_peak_memory_stats()
+        timings = []
+        for update in range(check.updates):
+            tick = time.time()
+            stats = step(update)
+            if device.startswith("cuda"):
+                torch.cuda.synchronize()
+            timings.append((time.time() - tick, stats["sequences"], stats["tokens"]))
+            print(f"{algo} update {update + 1}: {timings[-1][0]:.2f}s, {stats['tokens']} tokens", flush=True)
+        seconds, sequences, tokens = (statistics.median(t[i] for t in timings[1:] or timings) for i in range(3))
+        rows.append(f"| {algo} | {sum(p.numel() for p in params) / 1e6:.1f}M {str(params[0].dtype).split('.')[-1]} | "
+                    f"{seconds:.2f} | {sequences / seconds:.0f} | {tokens / seconds:.0f} | {peak_memory_gb(device)} |")
+        del model, params, step
+        if device.startswith("cuda"):
+            torch.cuda.empty_cache()
+    name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
+    print(f"\n{name}, torch {torch.__version__}, population {check.population}, {check.prompts} prompts, "
+          f"group {check.group}, max {check.max_new_tokens} new tokens\n")
+    print("| algo | model | s/update | sequences/s | tokens/s | peak memory (GB) |\n|---|---|---|---|---|---|")
+    print("\n".join(rows))
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,90 @@
+"""Rollouts through vLLM: one engine per torchrun rank, in the rank's own process, fed the trainer's weights.
+
+VLLMRollout fills es_grpo.rollout's contract, so es_step, grpo_step and evaluate run on it unchanged. Before
+each generation it loads the trainer model's current weights into the engine by their transformers names;
+vLLM's own load_weights maps them onto its fused qkv / gate-up tensors (and tensor-parallel shards). So an
+ES member's perturbation reaches the engine as master + sigma * eps, the restore as master itself (exact),
+and a GRPO optimizer step before the next rollout.
+
+Only `VLLMRollout.launch` imports vLLM; the rest is tested on plain torch models (tests/test_scale.py).
+"""
+from __future__ import annotations
+
+import os
+import sys
+from pathlib import Path
+
+import torch
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from es_grpo import Rollout  # noqa: E402
+
+
+class WeightSync:
+    """Injected into vLLM's GPU worker (LLM(worker_extension_cls=...)); its methods run there via collective_rpc.
+
+    Names carry an es_grpo_ prefix because vLLM refuses an extension attribute the worker already has."""
+
+    def es_grpo_load_weights(self, named: list[tuple[str, torch.Tensor]]):
+        self.get_model().load_weights(weights=[(name, tensor.detach()) for name, tensor in named])
+
+    def es_grpo_checksum(self) -> float:
+        return float(sum(p.double().sum() for p in self.get_model().parameters()))
+
+
+def completions_to_rollout(tokenizer, prompt_ids: list[list[int]], completion_ids: list[list[int]], device) -> Rollout:
+    """Pad token ids as es_grpo.rollout does (prompts left, completions right). vLLM does not return the
+    full-vocabulary entropy, so entropy is NaN (logged as nan, never mistaken for a collapse to 0)."""
+    pad = tokenizer.pad_token_id
+    width_p, width_c = max(map(len, prompt_ids)), max(1, max(map(len, completion_ids)))
+    prompts = torch.tensor([[pad] * (width_p - len(ids)) + ids for ids in prompt_ids], device=device)  # (B, P)
+    prompt_mask = torch.tensor([[0] * (width_p - len(ids)) + [1] * len(ids) for ids in prompt_ids], device=device)
+    completions = torch.tensor([ids + [pad] * (width_c - len(ids)) for ids in completion_ids], device=device)  # (B, T)
+    mask = torch.tensor([[1] * len(ids) + [0] * (width_c - len(ids)) for ids in completion_ids], device=device)
+    texts = tokenizer.batch_decode(completions.masked_fill(mask == 0, pad), skip_special_tokens=True)
+    return Rollout(texts, prompts, prompt_mask, completions, mask, torch.zeros(completions.shape, device=device),
+                   torch.full(completions.shape, float("nan"), device=device))
+
+
+class VLLMRollout:
+    """A callable with es_grpo.rollout's signature that decodes with a vLLM engine (created on first use,
+    after es_grpo.run has joined the process group). make_engine() returns the engine; sampling_params is
+    vllm.SamplingParams or a stand-in."""
+
+    def __init__(self, make_engine, sampling_params):
+        self.make_engine, self.sampling_params, self.engine = make_engine, sampling_params, None
+
+    @classmethod
+    def launch(cls, model: str, dtype: str, memory: float, max_len: int, seed: int) -> VLLMRollout:
+        try:
+            from vllm import LLM, SamplingParams
+        except ImportError:
+            raise SystemExit("--rollout vllm: vLLM is not installed (pip install -r scale/requirements.txt, on a CUDA machine)")
+
+        def make_engine():
+            return LLM(model=model, dtype=dtype, gpu_memory_utilization=memory, max_model_len=max_len or None,
+                       seed=seed + int(os.environ.get("RANK", "0")), distributed_executor_backend="external_launcher",
+                       worker_extension_cls=f"{WeightSync.__module__}.WeightSync")
+
+        return cls(make_engine, SamplingParams)
+
+    def sync(self, model):
+        """The engine's weights <- the model's: every tensor, by its transformers name."""
+        self.engine.collective_rpc("es_grpo_load_weights", args=(list(model.named_parameters()),))
+        self.engine.reset_prefix_cache()  # prompt KV cached under the old weights is stale
+
+    @torch.no_grad()
+    def __call__(self, model, tokenizer, prompts: list[str], *, temperature: float = 0.0, top_p: float = 1.0,
+                 max_new_tokens: int = 12, seed: int = 0, batch_size: int = 2048, first_row: int = 0,
+                 total_rows: int | None = None) -> Rollout:
+        """batch_size is vLLM's to choose (it schedules by memory); each row's sampling seed depends on its
+        row in the whole batch, so a rank's share samples as it would in one process."""
+        self.engine = self.engine or self.make_engine()
+        self.sync(model)
+        ids = tokenizer(prompts, add_special_tokens=tokenizer.chat_template is None)["input_ids"]
+        params = [self.sampling_params(temperature=temperature, top_p=top_p, max_tokens=max_new_tokens,
+                                       seed=seed * 1_000_003 + first_row + row, stop_token_ids=[tokenizer.eos_token_id])
+                  for row in range(len(prompts))]
+        outputs = self.engine.generate([{"prompt_token_ids": x} for x in ids], params, use_tqdm=False)
+        return completions_to_rollout(tokenizer, ids, [list(o.outputs[0].token_ids) for o in outputs],
+                                      next(model.parameters()).device)

@@ -1,0 +1,30 @@
+"""A torchrun target for tests/test_scale.py: es_grpo.run with a fault injected into rank 1 in ES update
+FAULT_AT (FAULT = raise, die, hang or diverge)."""
+import os
+import signal
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+import es_grpo  # noqa: E402
+
+if es_grpo.RANK == 1:
+    honest_step, calls = es_grpo.es_step, []
+
+    def faulty_step(model, params, *args, **kwargs):
+        stats = honest_step(model, params, *args, **kwargs)
+        calls.append(1)
+        fault = os.environ["FAULT"] if len(calls) == int(os.environ["FAULT_AT"]) else ""
+        if fault == "raise":
+            raise RuntimeError("injected fault")
+        if fault == "die":
+            os.kill(os.getpid(), signal.SIGKILL)
+        if fault == "hang":
+            time.sleep(3600)
+        if fault == "diverge":
+            params[0].data.add_(1e-3)
+        return stats
+
+    es_grpo.es_step = faulty_step
+es_grpo.run(es_grpo.parse_args(sys.argv[1:]))

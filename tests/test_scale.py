@@ -1,0 +1,187 @@
+"""scale/: two gloo ranks on CPU against one process, faults across ranks, and the vLLM backend's logic
+on plain torch models (vLLM itself needs CUDA and is not installed here)."""
+import copy
+import json
+import os
+import subprocess
+import sys
+import time
+from types import SimpleNamespace
+
+import pytest
+import torch
+from safetensors.torch import load_file
+
+import es_grpo
+from conftest import ROOT
+
+sys.path.insert(0, str(ROOT / "scale"))
+from vllm_rollout import VLLMRollout, WeightSync, completions_to_rollout  # noqa: E402
+
+RUN = ["--steps", "3", "--es-population", "5", "--es-prompts", "4", "--grpo-prompts", "4", "--grpo-group", "4",
+       "--eval-problems", "3", "--heldout-problems", "2", "--eval-samples", "16", "--rollout-batch", "8"]
+ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1"}  # what torchrun gives each rank; thread count changes float sums
+
+
+def torchrun(script, *argv, env=ONE_THREAD, timeout=300):
+    tick = time.time()
+    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                             str(script), *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+    return result, time.time() - tick
+
+
+def single(*argv):
+    return subprocess.run([sys.executable, str(ROOT / "scale" / "train.py"), *argv], cwd=ROOT, env=ONE_THREAD,
+                          capture_output=True, text=True, timeout=300)
+
+
+def weights(out, stage):
+    return load_file(out / stage / "model.safetensors")
+
+
+def test_es_on_two_ranks_ends_bit_identical_to_one_process(tmp_path):
+    one = single(*RUN, "--algo", "es", "--out", str(tmp_path / "one"))
+    assert one.returncode == 0, one.stderr[-2000:]
+    two, _ = torchrun(ROOT / "scale" / "train.py", *RUN, "--algo", "es", "--out", str(tmp_path / "two"))
+    assert two.returncode == 0, two.stderr[-2000:]
+    a, b = weights(tmp_path / "one", "stage1-es"), weights(tmp_path / "two", "stage1-es")
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    base = load_file(ROOT / "tiny_model" / "model.safetensors")
+    assert any(not torch.equal(a[k], base[k]) for k in a)  # it did train
+    strip = lambda out: [{k: v for k, v in json.loads(line).items() if k not in ("seconds", "seq_per_s")}
+                         for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert strip(tmp_path / "one") == strip(tmp_path / "two")
+    summary = json.loads((tmp_path / "two" / "summary.json").read_text())
+    assert summary["world_size"] == 2 and summary["stages"][1]["sequences"] == 3 * 5 * 4
+
+
+def test_grpo_on_two_ranks_matches_one_process_within_1e_5(tmp_path):
+    one = single(*RUN, "--algo", "grpo", "--out", str(tmp_path / "one"))
+    assert one.returncode == 0, one.stderr[-2000:]
+    two, _ = torchrun(ROOT / "scale" / "train.py", *RUN, "--algo", "grpo", "--out", str(tmp_path / "two"))
+    assert two.returncode == 0, two.stderr[-2000:]
+    a, b = weights(tmp_path / "one", "stage1-grpo"), weights(tmp_path / "two", "stage1-grpo")
+    base = load_file(ROOT / "tiny_model" / "model.safetensors")
+    moved = max(float((a[k] - base[k]).abs().max()) for k in a)
+    assert moved > 1e-5  # the tolerance below is small against the update itself
+    assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-5
+    metrics = [[json.loads(line) for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
+               for run in ("one", "two")]
+    assert [m["reward"] for m in metrics[0]] == [m["reward"] for m in metrics[1]]  # the same samples, row for row
+
+
+@pytest.mark.parametrize("fault", ["raise", "die", "hang"])
+def test_a_rank_that_fails_makes_every_rank_exit_nonzero_in_bounded_time(tmp_path, fault):
+    result, seconds = torchrun(ROOT / "tests" / "dist_fault.py", *RUN, "--algo", "es", "--steps", "4", "--save-every", "1",
+                               "--dist-timeout", "10", "--out", str(tmp_path / "run"),
+                               env={**ONE_THREAD, "FAULT": fault, "FAULT_AT": "2"})
+    print(f"{fault}: exit {result.returncode} after {seconds:.1f}s")
+    assert result.returncode != 0
+    assert seconds < 120, f"took {seconds:.0f}s"
+    assert not (tmp_path / "run" / "summary.json").exists()
+    checkpoint = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=False)  # the update before the fault
+    assert checkpoint["stage_state"]["update"] == 1
+
+
+def test_ranks_with_different_weights_are_stopped_with_a_clear_error(tmp_path):
+    result, _ = torchrun(ROOT / "tests" / "dist_fault.py", *RUN, "--algo", "es", "--out", str(tmp_path / "run"),
+                         env={**ONE_THREAD, "FAULT": "diverge", "FAULT_AT": "1"})
+    assert result.returncode != 0
+    assert "update 1 (es): ranks hold different weights (tensor 0 differs first)" in result.stderr
+
+
+# --------------------------------------------------------------------------- the vLLM backend without vLLM
+
+
+class FakeEngine:
+    """Stands in for vllm.LLM: its own copy of the model, weights loaded by name through WeightSync, decoding
+    with es_grpo.rollout."""
+
+    def __init__(self, model, tokenizer):
+        self.model, self.tokenizer, self.generated_with = copy.deepcopy(model), tokenizer, []
+        engine = self
+
+        class Worker(WeightSync):
+            def get_model(self):
+                return SimpleNamespace(load_weights=engine.load_weights, parameters=engine.model.parameters)
+
+        self.worker = Worker()
+
+    def load_weights(self, weights):
+        own = dict(self.model.named_parameters())
+        for name, tensor in weights:
+            own[name].data.copy_(tensor)
+
+    def collective_rpc(self, method, args=()):
+        return [getattr(self.worker, method)(*args)]
+
+    def reset_prefix_cache(self):
+        pass
+
+    def generate(self, prompts, params, use_tqdm):
+        assert len({p.temperature for p in params}) == 1 and len({p.seed for p in params}) == len(params)
+        self.generated_with.append(self.worker.es_grpo_checksum())
+        texts = [self.tokenizer.decode(p["prompt_token_ids"]) for p in prompts]
+        roll = es_grpo.rollout(self.model, self.tokenizer, texts, max_new_tokens=params[0].max_tokens,
+                               temperature=params[0].temperature, seed=params[0].seed)
+        return [SimpleNamespace(outputs=[SimpleNamespace(token_ids=ids[mask == 1].tolist())])
+                for ids, mask in zip(roll.completion_ids, roll.completion_mask)]
+
+
+def test_completions_are_padded_like_the_hf_rollout(tiny):
+    _, tokenizer = tiny
+    prompt_ids = [tokenizer("C3,5,7=56:").input_ids, tokenizer("A1+2:").input_ids]
+    completion_ids = [tokenizer("3").input_ids + [tokenizer.eos_token_id], tokenizer("(5+3)*7").input_ids]
+    roll = completions_to_rollout(tokenizer, prompt_ids, completion_ids, "cpu")
+    assert roll.texts == ["3", "(5+3)*7"]
+    assert roll.prompt_ids.shape == (2, 10) and roll.prompt_mask[1].tolist() == [0] * 5 + [1] * 5
+    assert roll.completion_mask.tolist() == [[1, 1, 0, 0, 0, 0, 0], [1] * 7]
+    assert roll.completion_ids[0, 2:].eq(tokenizer.pad_token_id).all() and roll.entropy.isnan().all()
+
+
+def test_es_through_the_engine_scores_and_updates_exactly_as_the_hf_rollout(fresh_tiny):
+    model, tokenizer = fresh_tiny
+    args = es_grpo.parse_args(["--es-population", "4", "--es-sigma", "0.05"])
+    problems = es_grpo.generate_problems("countdown", 8, seed=4)
+    twin = copy.deepcopy(model)
+    engine = FakeEngine(model, tokenizer)
+    backend = VLLMRollout(lambda: engine, SimpleNamespace)
+    results = []
+    for net, generate in ((model, backend), (twin, es_grpo.rollout)):
+        params = list(net.parameters())
+        master = es_grpo.master_weights(params)
+        results.append((es_grpo.es_step(net, params, master, tokenizer, problems, args, seed=1, generate=generate),
+                        master))
+    (stats, master), (expected, expected_master) = results
+    assert {k: stats[k] for k in ("reward", "reward_std", "js_succ", "tokens")} == \
+        {k: expected[k] for k in ("reward", "reward_std", "js_succ", "tokens")}
+    assert all(torch.equal(a, b) for a, b in zip(master, expected_master))
+    assert len(set(engine.generated_with)) == 4  # each member generated with its own perturbed weights
+    backend(model, tokenizer, ["C3,5,7=56:"], max_new_tokens=1)  # the next rollout sees the updated weights
+    assert all(torch.equal(a, b) for a, b in zip(engine.model.parameters(), model.parameters()))
+
+
+def test_the_engine_gets_the_weights_of_each_grpo_step(fresh_tiny):
+    model, tokenizer = fresh_tiny
+    args = es_grpo.parse_args(["--grpo-prompts", "2", "--grpo-group", "2", "--grpo-lr", "1e-3"])
+    engine = FakeEngine(model, tokenizer)
+    backend = VLLMRollout(lambda: engine, SimpleNamespace)
+    reference = copy.deepcopy(model).requires_grad_(False)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.grpo_lr)
+    for step in range(2):
+        stats = es_grpo.grpo_step(model, reference, optimizer, tokenizer,
+                                  es_grpo.generate_problems("countdown", 2, seed=step), args, seed=step, generate=backend)
+        assert all(torch.isfinite(torch.tensor(stats[k])) for k in ("loss", "kl", "entropy"))
+    assert engine.generated_with[0] != engine.generated_with[1]  # step 2 sampled from the stepped weights
+    backend(model, tokenizer, ["C3,5,7=56:"], max_new_tokens=1)
+    assert all(torch.equal(a, b) for a, b in zip(engine.model.parameters(), model.parameters()))
+
+
+def test_gpu_check_script_runs_its_code_path_on_cpu():
+    result = subprocess.run([sys.executable, str(ROOT / "scale" / "gpu_check.py"), "--hidden", "64", "--layers", "2",
+                             "--vocab", "512", "--updates", "2", "--population", "2", "--prompts", "2",
+                             "--max-new-tokens", "4", "--device", "cpu"], cwd=ROOT, capture_output=True, text=True,
+                            timeout=300)
+    assert result.returncode == 0, result.stderr[-2000:]
+    rows = [line for line in result.stdout.splitlines() if line.startswith("| es |") or line.startswith("| grpo |")]
+    assert len(rows) == 2 and all(float(row.split("|")[4]) > 0 for row in rows)  # sequences/s
