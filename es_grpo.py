@@ -110,6 +110,8 @@ class Args:
     es_prompts: int = flag(64, "prompts each ES member is scored on, per iteration")
     es_temperature: float = flag(0.0, "ES decoding temperature (0: greedy, the paper's easy setting)")
     es_zscore: bool = flag(True, "z-score rewards across the population")
+    es_batched: str = flag("auto", "decode many members in one batch: on, off, auto (on when greedy and "
+                                   "their weights fit in 2 GiB, or half the free GPU memory)")
     # GRPO (paper: 8 samples/prompt, lr 1e-6, temperature 1.0, clip 0.2, beta 0.001)
     grpo_prompts: int = flag(32, "prompts per GRPO step")
     grpo_group: int = flag(8, "samples per prompt (the group)")
@@ -119,7 +121,7 @@ class Args:
     grpo_beta: float = flag(1e-3, "k3 KL coefficient to the starting model")
     grpo_scale_std: bool = flag(True, "divide group advantages by the group std")
     grpo_epochs: int = flag(1, "optimizer steps per rollout batch")
-    grpo_microbatch: int = flag(0, "rows per GRPO forward pass, gradients accumulated (0: a rank's whole batch)")
+    grpo_microbatch: int = flag(0, "rows per GRPO forward pass, whole groups, gradients accumulated (0: all rows)")
     # evaluation (paper: temperature 0.6)
     eval_problems: int = flag(100, "held-out evaluation problems")
     eval_split: str = flag("test", "built-in evaluation problems: test (to report) or dev (to tune on)")
@@ -186,6 +188,8 @@ def parse_args(argv=None) -> Args:
         (not args.data and args.eval_problems > EVAL_POOL, f"--eval-problems: the built-in set has {EVAL_POOL}"),
         (not 1 <= args.heldout_problems <= EVAL_POOL, f"--heldout-problems must be between 1 and {EVAL_POOL}"),
         (args.grpo_prompts < WORLD_SIZE, f"--grpo-prompts must be at least the number of ranks ({WORLD_SIZE})"),
+        (args.es_batched not in ("auto", "on", "off"), "--es-batched must be auto, on or off"),
+        (args.es_batched == "on" and args.es_temperature > 0, "--es-batched on needs greedy ES (--es-temperature 0)"),
         (args.grpo_microbatch < 0, "--grpo-microbatch must not be negative"),
         (args.check_every < 0 or args.dist_timeout < 1, "--check-every must not be negative, --dist-timeout positive"),
         (args.dtype not in ("float32", "bfloat16", "float16"), "--dtype must be float32, bfloat16 or float16"),
@@ -640,13 +644,29 @@ def concat_rollouts(parts: list[Rollout], pad_id: int) -> Rollout:
                    cat("logprobs", 0.0, False), cat("entropy", 0.0, False))
 
 
-def token_logprobs(model, roll: Rollout, temperature: float = 1.0):
-    """Log-prob of each completion token at temperature, and the model's entropy (temperature 1): (B, T) each."""
-    ids = torch.cat([roll.prompt_ids, roll.completion_ids], 1)  # (B, P+T)
+def token_logprobs(model, roll: Rollout, temperature: float = 1.0, group: int = 1):
+    """Log-prob of each completion token at temperature, and the model's entropy (temperature 1): (B, T) each.
+
+    group > 1: rows come in runs of `group` with one prompt (GRPO's groups). The prompt then runs once per
+    run and its keys and values are repeated for the completions: the same function, fewer FLOPs."""
     mask = torch.cat([roll.prompt_mask, roll.completion_mask], 1)  # (B, P+T)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, P+T)
-    logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits
-    logits = logits[:, roll.prompt_ids.shape[1] - 1:-1].float()  # (B, T, V) predicting each completion token
+    start = roll.prompt_ids.shape[1]
+    if group > 1:
+        unwrapped = getattr(model, "module", model)  # under DDP
+        cache = {cache_argument(unwrapped): DynamicCache(config=unwrapped.config)}
+        prompt = model(input_ids=roll.prompt_ids[::group], attention_mask=roll.prompt_mask[::group],
+                       position_ids=positions[::group, :start], use_cache=True, **cache)
+        next(iter(cache.values())).batch_repeat_interleave(group)  # differentiable: gradients reach the prompt
+        logits = [prompt.logits[:, -1:].repeat_interleave(group, 0)]  # (B, 1, V) predicts the first completion token
+        if roll.completion_ids.shape[1] > 1:
+            logits.append(model(input_ids=roll.completion_ids[:, :-1], attention_mask=mask[:, :-1],
+                                position_ids=positions[:, start:-1], use_cache=True, **cache).logits)  # (B, T-1, V)
+        logits = torch.cat(logits, 1).float()  # (B, T, V)
+    else:
+        ids = torch.cat([roll.prompt_ids, roll.completion_ids], 1)  # (B, P+T)
+        logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits
+        logits = logits[:, start - 1:-1].float()  # (B, T, V) predicting each completion token
     logp_all = logits.log_softmax(-1)  # (B, T, V)
     entropy = -(logp_all.exp() * logp_all).sum(-1)  # (B, T)
     if temperature != 1.0:
@@ -762,11 +782,14 @@ def grpo_step(model, reference, optimizer, tokenizer, problems: list[dict], args
                         total_rows=total)
         rewards = score(group, roll.texts)  # (B,)
         advantages = group_advantages(rewards, args.grpo_group, args.grpo_scale_std).to(roll.completion_ids.device)
-        size = args.grpo_microbatch or len(group)
-        pieces = [slice(start, start + size) for start in range(0, len(group), size)]  # forward passes, in rows
-        old_logp = torch.cat([token_logprobs(model, roll.rows(s), args.grpo_temperature)[0] for s in pieces])  # (B, T)
-        ref_logp = (torch.cat([token_logprobs(reference, roll.rows(s), args.grpo_temperature)[0] for s in pieces])
-                    if args.grpo_beta else old_logp)  # (B, T)
+        size = max(1, args.grpo_microbatch // args.grpo_group) * args.grpo_group if args.grpo_microbatch else len(group)
+        pieces = [slice(start, start + size) for start in range(0, len(group), size)]  # forward passes, whole groups
+        # (B, T) each; with one epoch the sampling policy is the one being trained: its log-probs are the
+        # training pass's own, detached (ratio 1), and a forward pass is saved
+        old_logp = (torch.cat([token_logprobs(model, roll.rows(s), args.grpo_temperature, args.grpo_group)[0]
+                               for s in pieces]) if args.grpo_epochs > 1 else None)
+        ref_logp = (torch.cat([token_logprobs(reference, roll.rows(s), args.grpo_temperature, args.grpo_group)[0]
+                               for s in pieces]) if args.grpo_beta else None)
         tokens = all_reduce(roll.completion_mask.sum()).clamp(min=1) / WORLD_SIZE  # () DDP averages over ranks
     trainer.train()
     for _ in range(args.grpo_epochs):
@@ -774,9 +797,10 @@ def grpo_step(model, reference, optimizer, tokenizer, problems: list[dict], args
         sums = torch.zeros(4, dtype=torch.float64)  # loss, kl, clip fraction, entropy sum over the pieces
         for s in pieces:  # gradients add up over pieces; DDP averages them over ranks after the last one
             with trainer.no_sync() if trainer is not model and s != pieces[-1] else contextlib.nullcontext():
-                logp, entropy = token_logprobs(trainer, roll.rows(s), args.grpo_temperature)  # (b, T) each
-                loss, stats = grpo_loss(logp, old_logp[s], ref_logp[s], advantages[s], roll.completion_mask[s],
-                                        args.grpo_clip, args.grpo_beta, tokens)
+                logp, entropy = token_logprobs(trainer, roll.rows(s), args.grpo_temperature, args.grpo_group)  # (b, T)
+                loss, stats = grpo_loss(logp, logp.detach() if old_logp is None else old_logp[s],
+                                        logp.detach() if ref_logp is None else ref_logp[s], advantages[s],
+                                        roll.completion_mask[s], args.grpo_clip, args.grpo_beta, tokens)
                 loss.backward()
             sums += torch.tensor([loss.item(), stats["kl"], stats["clip_frac"],
                                   float((entropy.detach() * roll.completion_mask[s]).sum())], dtype=torch.float64)
@@ -830,6 +854,78 @@ def es_update(params, master, seeds: list[int], z: torch.Tensor, alpha: float):
     set_weights(params, master)
 
 
+@contextlib.contextmanager
+def population_forward(model, params: list[torch.Tensor], master: list[torch.Tensor], seeds: list[int], sigma: float):
+    """Inside, row block n of every batch (rows / N rows each) runs with member n's weights master + sigma * eps_n,
+    built exactly as set_weights builds them: one batched generation scores N members. The model's own weights
+    are not used. Every Linear, Embedding and norm layer (y = weight * f(x)) is switched to the stacked
+    weights, each as costly as the plain layer on the same rows; any other layer with weights raises
+    NotImplementedError, and es_step then scores members one by one."""
+    index = {id(p): i for i, p in enumerate(params)}
+    stacked = {}  # parameter index -> (N, *shape) member weights, shared by tied layers
+
+    def members(param):
+        i = index[id(param)]
+        if i not in stacked:
+            stacked[i] = torch.stack([(master[i].to(param.device) + sigma * noise(seed, i, param)).to(param.dtype)
+                                      for seed in seeds])
+        return stacked[i]
+
+    def by_member(x):  # (N * R, ...) -> (N, R * ..., last)
+        return x.reshape(len(seeds), -1, x.shape[-1])
+
+    def linear(layer):
+        weight, bias = members(layer.weight), None if layer.bias is None else members(layer.bias)
+        def forward(x):  # x: (N * R, L, in)
+            out = torch.bmm(by_member(x), weight.transpose(1, 2))  # (N, R * L, out)
+            return (out if bias is None else out + bias[:, None]).reshape(*x.shape[:-1], -1)
+        return forward
+
+    def embedding(layer):
+        weight = members(layer.weight)  # (N, V, d)
+        def forward(ids):  # ids: (N * R, L)
+            member = torch.arange(len(seeds), device=ids.device).repeat_interleave(ids.shape[0] // len(seeds))
+            return weight[member[:, None], ids]  # (N * R, L, d)
+        return forward
+
+    def norm(layer):
+        weight, unit = members(layer.weight), copy.deepcopy(layer)
+        unit.weight.data.fill_(1.0)  # unit(x) = f(x)
+        probe = torch.randn(2, layer.weight.shape[0], device=layer.weight.device, dtype=layer.weight.dtype)
+        if not torch.equal(layer(probe), layer.weight * unit(probe)):  # e.g. Gemma's (1 + weight) * f(x)
+            raise NotImplementedError(f"{type(layer).__name__} is not weight * f(x)")
+        def forward(x):  # x: (N * R, L, d)
+            return (weight[:, None] * by_member(unit(x))).reshape(x.shape)
+        return forward
+
+    patched = []
+    try:
+        for layer in model.modules():
+            own = dict(layer.named_parameters(recurse=False))
+            if not own:
+                continue
+            if isinstance(layer, torch.nn.Linear):
+                layer.forward = linear(layer)
+            elif isinstance(layer, torch.nn.Embedding):
+                layer.forward = embedding(layer)
+            elif own.keys() == {"weight"} and own["weight"].dim() == 1:
+                layer.forward = norm(layer)
+            else:
+                raise NotImplementedError(f"no batched form for {type(layer).__name__}")
+            patched.append(layer)
+        yield
+    finally:
+        for layer in patched:
+            del layer.forward  # back to the class's forward
+
+
+def population_fits(params: list[torch.Tensor], members: int) -> bool:
+    """N stacked copies of the weights within 2 GiB on the CPU, or half the free memory of the GPU."""
+    need = members * sum(p.numel() * p.element_size() for p in params)
+    device = params[0].device
+    return need <= (torch.cuda.mem_get_info(device)[0] / 2 if device.type == "cuda" else 2 * 2**30)
+
+
 def zscore(rewards: torch.Tensor) -> torch.Tensor:
     """(r - mean) / std across the population; all-equal rewards carry no signal and give zeros."""
     if rewards.max() == rewards.min():
@@ -856,13 +952,27 @@ def es_step(model, params, master, tokenizer, problems: list[dict], args: Args, 
     seeds = random.Random(seed).sample(range(2**31 - 1), args.es_population)
     prompts = [prompt_text(p, tokenizer) for p in problems]
     scores = torch.zeros(len(seeds), 3 + len(problems), dtype=torch.float64)  # (N, 3 + P)
-    for member in range(RANK, len(seeds), WORLD_SIZE):
-        set_weights(params, master, seeds[member], args.es_sigma)
-        roll = generate(model, tokenizer, prompts, temperature=args.es_temperature, max_new_tokens=args.max_new_tokens,
-                        seed=seed, batch_size=args.rollout_batch)
-        rewards = score(problems, roll.texts)  # (P,)
-        scores[member, :3] = torch.tensor([float(rewards.mean()), roll.tokens, float(roll.entropy.sum())])
-        scores[member, 3:] = rewards == 1.0
+    mine = list(range(RANK, len(seeds), WORLD_SIZE))
+    together = max(1, args.rollout_batch // len(prompts))  # members per batched generation
+    batched = args.es_batched == "on" or (args.es_batched == "auto" and args.es_temperature == 0 and
+                                          generate is rollout and together > 1 and population_fits(params, together))
+    for group in ([mine[i:i + together] for i in range(0, len(mine), together)] if batched else [[m] for m in mine]):
+        try:
+            with population_forward(model, params, master, [seeds[m] for m in group], args.es_sigma) \
+                    if batched else contextlib.nullcontext():
+                if not batched:
+                    set_weights(params, master, seeds[group[0]], args.es_sigma)
+                roll = generate(model, tokenizer, prompts * len(group), temperature=args.es_temperature,
+                                max_new_tokens=args.max_new_tokens, seed=seed,
+                                batch_size=len(group) * len(prompts) if batched else args.rollout_batch)
+        except NotImplementedError:  # a layer population_forward cannot batch: one member at a time from now on
+            return es_step(model, params, master, tokenizer, problems, dataclasses.replace(args, es_batched="off"),
+                           seed, generate)
+        for j, member in enumerate(group):
+            part = roll.rows(slice(j * len(prompts), (j + 1) * len(prompts)))
+            rewards = score(problems, part.texts)  # (P,)
+            scores[member, :3] = torch.tensor([float(rewards.mean()), part.tokens, float(part.entropy.sum())])
+            scores[member, 3:] = rewards == 1.0
     scores = all_reduce(scores)  # every rank now has every member's scores (the rows of the others were zero)
     rewards = scores[:, 0].float()  # (N,) the mean reward of each member, bit for bit as its rank computed it
     z = zscore(rewards) if args.es_zscore else (rewards - rewards.mean()) * (rewards.max() > rewards.min())

@@ -1,3 +1,4 @@
+import dataclasses
 import random
 
 import pytest
@@ -78,3 +79,48 @@ def test_es_step_scores_population_and_moves_weights(fresh_tiny):
     assert stats["sequences"] == 32 and stats["tokens"] > 0 and 0 <= stats["js_succ"] <= 0.7
     assert any(not torch.equal(a, b) for a, b in zip(before, params))
     assert all(torch.equal(m, p.detach()) for m, p in zip(master, params))
+
+
+def es_step_recording_rewards(model, tokenizer, problems, args, seed=1):
+    """es_step's statistics, the member rewards it normalised, its master after the update, and the texts."""
+    import copy
+    model = copy.deepcopy(model)
+    params = list(model.parameters())
+    master = es_grpo.master_weights(params)
+    rewards, texts, plain_zscore, plain_score = [], [], es_grpo.zscore, es_grpo.score
+    es_grpo.zscore = lambda r: (rewards.append(r.clone()), plain_zscore(r))[1]
+    es_grpo.score = lambda p, t: (texts.extend(t), plain_score(p, t))[1]
+    try:
+        stats = es_grpo.es_step(model, params, master, tokenizer, problems, args, seed=seed)
+    finally:
+        es_grpo.zscore, es_grpo.score = plain_zscore, plain_score
+    return stats, rewards[0], master, texts
+
+
+def test_population_batched_es_scores_and_updates_as_member_by_member(tiny):
+    model, tokenizer = tiny
+    problems = es_grpo.generate_problems("countdown", 16, seed=8)
+    args = es_grpo.Args(es_population=6, es_prompts=16, es_sigma=2e-2)
+    one_by_one = es_step_recording_rewards(model, tokenizer, problems, dataclasses.replace(args, es_batched="off"))
+    batched = es_step_recording_rewards(model, tokenizer, problems,
+                                        dataclasses.replace(args, es_batched="on", rollout_batch=32))  # 2 members a batch
+    same_text = sum(a == b for a, b in zip(one_by_one[3], batched[3])) / len(one_by_one[3])
+    assert len(batched[3]) == 6 * 16 and same_text >= 0.99
+    assert torch.equal(one_by_one[1], batched[1])  # the same member rewards...
+    assert all(torch.equal(a, b) for a, b in zip(one_by_one[2], batched[2]))  # ...hence the same update
+    assert one_by_one[0]["js_succ"] == batched[0]["js_succ"] and one_by_one[0]["tokens"] == batched[0]["tokens"]
+
+
+def test_population_batching_falls_back_for_layers_it_cannot_batch(fresh_tiny):
+    model, tokenizer = fresh_tiny
+    model.model.norm = torch.nn.LayerNorm(model.config.hidden_size)  # a norm with a bias: no batched form here
+    problems = es_grpo.generate_problems("countdown", 4, seed=8)
+    args = es_grpo.Args(es_population=3, es_prompts=4)
+    with pytest.raises(NotImplementedError):
+        with es_grpo.population_forward(model, list(model.parameters()), es_grpo.master_weights(list(model.parameters())),
+                                        [1, 2, 3], 1e-2):
+            pass
+    assert all("forward" not in vars(layer) for layer in model.modules())  # nothing left patched
+    fallback = es_step_recording_rewards(model, tokenizer, problems, dataclasses.replace(args, es_batched="on"))
+    expected = es_step_recording_rewards(model, tokenizer, problems, dataclasses.replace(args, es_batched="off"))
+    assert torch.equal(fallback[1], expected[1])

@@ -91,7 +91,7 @@ def test_microbatched_grpo_step_accumulates_the_same_gradient(tiny):
     model, tokenizer = tiny
     problems = es_grpo.generate_problems("countdown", 4, seed=3)
     results = []
-    for microbatch in (0, 3):
+    for microbatch in (0, 8):
         policy = copy.deepcopy(model)
         optimizer = torch.optim.SGD(policy.parameters(), lr=1.0)  # the step is the gradient itself
         args = es_grpo.Args(grpo_prompts=4, grpo_group=4, grpo_microbatch=microbatch)
@@ -102,3 +102,16 @@ def test_microbatched_grpo_step_accumulates_the_same_gradient(tiny):
     assert max(float(a.abs().max()) for a in step) > 1e-3
     for key in ("loss", "kl", "clip_frac", "entropy"):
         assert pieces[key] == pytest.approx(whole[key], rel=1e-5, abs=1e-7)
+
+
+@pytest.mark.parametrize("max_new_tokens", [1, 12])
+def test_groups_sharing_a_prompt_give_the_same_log_probs_from_one_prompt_pass(tiny, max_new_tokens):
+    model, tokenizer = tiny
+    problems = [p for p in es_grpo.generate_problems("countdown", 3, seed=6) for _ in range(4)]
+    roll = rollout(model, tokenizer, [es_grpo.prompt_text(p, tokenizer) for p in problems], temperature=1.0,
+                   max_new_tokens=max_new_tokens, seed=2)
+    with torch.no_grad():
+        (plain, plain_entropy), (shared, shared_entropy) = (es_grpo.token_logprobs(model, roll, 1.0, g) for g in (1, 4))
+    mask = roll.completion_mask.bool()
+    assert torch.allclose(plain[mask], shared[mask], atol=1e-4) and torch.allclose(plain_entropy[mask],
+                                                                                   shared_entropy[mask], atol=1e-4)

@@ -1,0 +1,268 @@
+"""Speed and memory of es_grpo.py against their physical limits and against TRL, measured side by side.
+
+    python scale/bench.py                 # installs trl==1.16.0 if missing; prints the markdown table
+    python scale/bench.py --repeats 3     # fewer alternations
+
+Compared commands alternate (A, B, A, B, ...) so that drift in the machine hits both; each figure is a
+median over the repeats, after one warm-up of each. Memory is the peak resident set of a separate
+process per configuration. Not part of the test suite.
+"""
+from __future__ import annotations
+
+import argparse
+import copy
+import dataclasses
+import json
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "scale"))
+import es_grpo  # noqa: E402
+from gpu_check import CheckArgs, build  # noqa: E402
+
+TRL = "trl==1.16.0"
+
+
+def timed(function) -> float:
+    tick = time.perf_counter()
+    function()
+    return time.perf_counter() - tick
+
+
+def alternate(commands: dict, repeats: int) -> dict:
+    """Median seconds of each command, run in turn `repeats` times after one warm-up round."""
+    times = {name: [] for name in commands}
+    for round_ in range(repeats + 1):
+        for name, command in commands.items():
+            seconds = timed(command)
+            if round_:
+                times[name].append(seconds)
+    return {name: statistics.median(t) for name, t in times.items()}
+
+
+def tiny_setup(**overrides):
+    model, tokenizer = es_grpo.load_model("")
+    args = dataclasses.replace(es_grpo.parse_args([]), **overrides)
+    problems = es_grpo.generate_problems("countdown", 512, seed=1, exclude=es_grpo.never_trained_on())
+    return model.eval(), tokenizer, args, problems
+
+
+def es_runner(model, tokenizer, args, problems):
+    model = copy.deepcopy(model)
+    params = list(model.parameters())
+    master = es_grpo.master_weights(params)
+    counter = iter(range(10**6))
+    return lambda: es_grpo.es_step(model, params, master, tokenizer, problems[:args.es_prompts], args, next(counter))
+
+
+def grpo_runner(model, tokenizer, args, problems):
+    model = copy.deepcopy(model)
+    reference = copy.deepcopy(model).requires_grad_(False)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=args.grpo_lr, weight_decay=0.0)
+    counter = iter(range(10**6))
+
+    def step():
+        seed = next(counter)
+        start = seed * args.grpo_prompts % (len(problems) - args.grpo_prompts)
+        return es_grpo.grpo_step(model, reference, optimizer, tokenizer, problems[start:start + args.grpo_prompts],
+                                 args, seed)
+    return step
+
+
+# --------------------------------------------------------------------------- ES against one batched generation
+
+
+def bench_es(repeats: int) -> list[tuple]:
+    model, tokenizer, args, problems = tiny_setup()
+    prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems[:args.es_prompts]] * args.es_population
+    tokens = {}
+
+    def inference():
+        roll = es_grpo.rollout(model, tokenizer, prompts, max_new_tokens=args.max_new_tokens,
+                               batch_size=args.rollout_batch)
+        tokens["inference"] = roll.tokens
+
+    batched, one_by_one = (es_runner(model, tokenizer, dataclasses.replace(args, es_batched=mode), problems)
+                           for mode in ("on", "off"))
+    medians = alternate({"batched": lambda: tokens.__setitem__("batched", batched()["tokens"]),
+                         "one_by_one": lambda: tokens.__setitem__("one_by_one", one_by_one()["tokens"]),
+                         "inference": inference}, repeats)
+    note = f"{len(prompts)} sequences; tokens: ES {tokens['batched']}, inference {tokens['inference']}"
+    return [("ES iteration, population-batched / one batched generation (tiny default, N=32 x 64 prompts, greedy)",
+             medians["batched"], medians["inference"], "<= 1.25", note),
+            ("ES iteration, member by member / one batched generation", medians["one_by_one"], medians["inference"],
+             "", "the path for models whose N weight copies do not fit")]
+
+
+# --------------------------------------------------------------------------- GRPO against TRL's GRPOTrainer
+
+
+def trl_steps(model, tokenizer, args, problems, steps: int) -> list[float]:
+    """Seconds of each of `steps` GRPOTrainer steps at es_grpo's settings: same model, prompts, group, tokens."""
+    from datasets import Dataset
+    from transformers import TrainerCallback
+    from trl import GRPOConfig, GRPOTrainer
+
+    rows = [{"prompt": es_grpo.prompt_text(p, tokenizer), "numbers": p["numbers"], "target": p["target"]}
+            for p in problems[:steps * args.grpo_prompts]]
+
+    def countdown(completions, numbers, target, **_):
+        return [es_grpo.countdown_reward(c, n, t) for c, n, t in zip(completions, numbers, target)]
+
+    class StepTimer(TrainerCallback):
+        times: list = []
+
+        def on_step_begin(self, *_, **__):
+            self.tick = time.perf_counter()
+
+        def on_step_end(self, *_, **__):
+            self.times.append(time.perf_counter() - self.tick)
+
+    timer = StepTimer()
+    timer.times = []
+    with tempfile.TemporaryDirectory() as out:
+        config = GRPOConfig(output_dir=out, per_device_train_batch_size=args.grpo_prompts * args.grpo_group,
+                            num_generations=args.grpo_group, max_completion_length=args.max_new_tokens,
+                            learning_rate=args.grpo_lr, beta=args.grpo_beta, epsilon=args.grpo_clip,
+                            temperature=args.grpo_temperature, num_iterations=1, steps_per_generation=1,
+                            loss_type="dapo", scale_rewards="group", weight_decay=0.0, max_steps=steps,
+                            lr_scheduler_type="constant", warmup_steps=0, logging_steps=10**6, save_strategy="no",
+                            report_to=[], use_cpu=True, bf16=False, shuffle_dataset=False, seed=0,
+                            disable_dropout=True, dataloader_num_workers=0, gradient_checkpointing=False)
+        trainer = GRPOTrainer(model=copy.deepcopy(model), reward_funcs=countdown, args=config,
+                              train_dataset=Dataset.from_list(rows), processing_class=tokenizer, callbacks=[timer])
+        trainer.train()
+    return timer.times
+
+
+def bench_grpo(repeats: int) -> list[tuple]:
+    model, tokenizer, args, problems = tiny_setup()
+    ours, theirs = [], []
+    step = grpo_runner(model, tokenizer, args, problems)
+    step()  # warm-up
+    for _ in range(repeats):  # alternate blocks of 3 steps; the first TRL step of a block is its warm-up
+        ours += [timed(step) for _ in range(3)]
+        theirs += trl_steps(model, tokenizer, args, problems, 4)[1:]
+    return [(f"GRPO step / TRL GRPOTrainer step ({args.grpo_prompts} prompts x {args.grpo_group}, "
+             f"{args.max_new_tokens} new tokens, one update per batch, no vLLM)",
+             statistics.median(ours), statistics.median(theirs), "<= 0.7", f"{len(ours)} and {len(theirs)} steps")]
+
+
+# --------------------------------------------------------------------------- evaluation against raw generation
+
+
+def bench_eval(repeats: int) -> list[tuple]:
+    model, tokenizer, args, _ = tiny_setup()
+    _, evaluation, _ = es_grpo.evaluation_sets(args, tokenizer)
+    prompts = [es_grpo.prompt_text(p, tokenizer) for p in evaluation for _ in range(args.eval_samples)]
+    medians = alternate({
+        "eval": lambda: es_grpo.evaluate(model, tokenizer, evaluation, args),
+        "raw": lambda: es_grpo.rollout(model, tokenizer, prompts, temperature=args.eval_temperature,
+                                       max_new_tokens=args.max_new_tokens, batch_size=args.rollout_batch)}, repeats)
+    return [("Pass@K evaluation throughput / raw batched generation throughput (100 problems x 64 samples)",
+             medians["raw"], medians["eval"], ">= 0.9", "ratio = raw seconds / evaluation seconds")]
+
+
+# --------------------------------------------------------------------------- how costs grow
+
+
+def bench_growth(repeats: int) -> tuple[list[str], list[tuple]]:
+    model, tokenizer, args, problems = tiny_setup()
+    populations, groups = (8, 16, 32, 64), (4, 8, 16)
+    es = alternate({n: es_runner(model, tokenizer, dataclasses.replace(args, es_population=n), problems)
+                    for n in populations}, repeats)
+    grpo = alternate({g: grpo_runner(model, tokenizer, dataclasses.replace(args, grpo_group=g), problems)
+                      for g in groups}, repeats)
+    es_slope, grpo_slope = np.polyfit(populations, [es[n] for n in populations], 1)[0], \
+        np.polyfit(groups, [grpo[g] for g in groups], 1)[0]
+    lines = ["| ES population N | " + " | ".join(map(str, populations)) + " | slope (s per member) |",
+             "|---|" + "---|" * (len(populations) + 1),
+             "| seconds / iteration | " + " | ".join(f"{es[n]:.3f}" for n in populations) + f" | {es_slope:.4f} |",
+             "", "| GRPO group size G | " + " | ".join(map(str, groups)) + " | slope (s per sample of each prompt) |",
+             "|---|" + "---|" * (len(groups) + 1),
+             "| seconds / step | " + " | ".join(f"{grpo[g]:.3f}" for g in groups) + f" | {grpo_slope:.4f} |"]
+    return lines, []
+
+
+# --------------------------------------------------------------------------- peak memory, one process each
+
+
+def child(kind: str, size: str):
+    """Run one configuration and print its peak resident set (in a fresh process, so peaks do not mix)."""
+    torch.set_num_threads(2)
+    model, tokenizer, args, problems = tiny_setup()
+    if size == "60M":  # a 50-100M model built from a config, where the optimizer state shows
+        model = build(CheckArgs(hidden=512, layers=12), torch.float32, "cpu")
+        args = dataclasses.replace(args, es_population=4, es_prompts=16, grpo_prompts=8, grpo_group=4,
+                                   rollout_batch=256)
+    rows = args.es_population * args.es_prompts
+    if kind == "inference":
+        prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems[:args.es_prompts]] * args.es_population
+        run = lambda: es_grpo.rollout(model, tokenizer, prompts, max_new_tokens=args.max_new_tokens,
+                                      batch_size=args.rollout_batch)
+    elif kind == "es":
+        run = es_runner(model, tokenizer, args, problems)
+    else:
+        run = grpo_runner(model, tokenizer, args, problems)
+    for _ in range(2):
+        run()
+    print(json.dumps({"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rows": rows,
+                      "params_m": sum(p.numel() for p in model.parameters()) / 1e6}))
+
+
+def bench_memory() -> list[tuple]:
+    peak = {}
+    for size in ("tiny", "60M"):
+        for kind in ("inference", "es", "grpo"):
+            out = subprocess.run([sys.executable, __file__, "--child", kind, size], capture_output=True, text=True,
+                                 check=True).stdout
+            peak[size, kind] = json.loads(out.strip().splitlines()[-1])
+    rows = []
+    for size in ("tiny", "60M"):
+        p = peak[size, "inference"]
+        label = f"{size} ({p['params_m']:.1f}M parameters, {p['rows']} sequences per ES iteration)"
+        rows.append((f"Peak RSS, ES / inference only, {label}", peak[size, "es"]["rss_mb"], p["rss_mb"], "<= 1.1",
+                     f"MB: {peak[size, 'es']['rss_mb']:.0f} / {p['rss_mb']:.0f}"))
+        rows.append((f"Peak RSS, GRPO / ES, {size}", peak[size, "grpo"]["rss_mb"], peak[size, "es"]["rss_mb"],
+                     "reported", f"MB: {peak[size, 'grpo']['rss_mb']:.0f} / {peak[size, 'es']['rss_mb']:.0f}"))
+    return rows
+
+
+def main():
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=5, help="alternations of each comparison")
+    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    flags = parser.parse_args()
+    if flags.child:
+        return child(*flags.child)
+    try:
+        import trl  # noqa: F401
+    except ImportError:
+        subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", TRL], check=True)
+    torch.set_num_threads(2)
+    tick = time.time()
+    rows = bench_es(flags.repeats) + bench_grpo(flags.repeats) + bench_eval(flags.repeats) + bench_memory()
+    growth, _ = bench_growth(flags.repeats)
+    commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
+    import platform
+    print(f"\nMachine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
+          f"torch {torch.__version__}; commit {commit.strip()}; {time.time() - tick:.0f} s; medians of "
+          f"{flags.repeats} alternations\n")
+    print("| comparison | A | B | A / B | goal | note |\n|---|---|---|---|---|---|")
+    for name, a, b, goal, note in rows:
+        print(f"| {name} | {a:.3f} | {b:.3f} | {a / b:.2f} | {goal} | {note} |")
+    print("\n" + "\n".join(growth))
+
+
+if __name__ == "__main__":
+    main()
