@@ -843,31 +843,39 @@ def set_weights(params: list[torch.Tensor], master: list[torch.Tensor], seed: in
 
 
 @torch.no_grad()
-def es_update(params, master, seeds: list[int], z: torch.Tensor, alpha: float):
-    """theta <- theta + alpha * (1/N) sum_n z_n eps_n (paper's update, 1/sigma folded in), in fp32 on master."""
+def es_update(params, master, seeds: list[int], z: torch.Tensor, alpha: float, drawn: dict | None = None):
+    """theta <- theta + alpha * (1/N) sum_n z_n eps_n (paper's update, 1/sigma folded in), in fp32 on master.
+
+    drawn: eps already generated, by (seed, tensor index); the rest is regenerated (the same values)."""
+    drawn = drawn or {}
     for index, (param, base) in enumerate(zip(params, master)):
         step = torch.zeros(param.shape, dtype=torch.float32, device=param.device)
         for seed, weight in zip(seeds, z.tolist()):
             if weight:
-                step.add_(noise(seed, index, param), alpha=weight)
+                eps = drawn.pop((seed, index), None)
+                step.add_(noise(seed, index, param) if eps is None else eps, alpha=weight)
         base.add_(step.to(base.device), alpha=alpha / len(seeds))
     set_weights(params, master)
 
 
 @contextlib.contextmanager
-def population_forward(model, params: list[torch.Tensor], master: list[torch.Tensor], seeds: list[int], sigma: float):
+def population_forward(model, params: list[torch.Tensor], master: list[torch.Tensor], seeds: list[int], sigma: float,
+                       drawn: dict):
     """Inside, row block n of every batch (rows / N rows each) runs with member n's weights master + sigma * eps_n,
     built exactly as set_weights builds them: one batched generation scores N members. The model's own weights
     are not used. Every Linear, Embedding and norm layer (y = weight * f(x)) is switched to the stacked
     weights, each as costly as the plain layer on the same rows; any other layer with weights raises
-    NotImplementedError, and es_step then scores members one by one."""
+    NotImplementedError, and es_step then scores members one by one. Each eps is kept in drawn[seed, index]
+    for es_update, which would otherwise draw it again."""
     index = {id(p): i for i, p in enumerate(params)}
     stacked = {}  # parameter index -> (N, *shape) member weights, shared by tied layers
 
     def members(param):
         i = index[id(param)]
         if i not in stacked:
-            stacked[i] = torch.stack([(master[i].to(param.device) + sigma * noise(seed, i, param)).to(param.dtype)
+            for seed in seeds:
+                drawn[seed, i] = noise(seed, i, param)
+            stacked[i] = torch.stack([(master[i].to(param.device) + sigma * drawn[seed, i]).to(param.dtype)
                                       for seed in seeds])
         return stacked[i]
 
@@ -920,8 +928,8 @@ def population_forward(model, params: list[torch.Tensor], master: list[torch.Ten
 
 
 def population_fits(params: list[torch.Tensor], members: int) -> bool:
-    """N stacked copies of the weights within 2 GiB on the CPU, or half the free memory of the GPU."""
-    need = members * sum(p.numel() * p.element_size() for p in params)
+    """N stacked copies of the weights and their fp32 noise within 2 GiB on the CPU, or half the free GPU memory."""
+    need = members * sum(p.numel() * (p.element_size() + 4) for p in params)
     device = params[0].device
     return need <= (torch.cuda.mem_get_info(device)[0] / 2 if device.type == "cuda" else 2 * 2**30)
 
@@ -952,13 +960,14 @@ def es_step(model, params, master, tokenizer, problems: list[dict], args: Args, 
     seeds = random.Random(seed).sample(range(2**31 - 1), args.es_population)
     prompts = [prompt_text(p, tokenizer) for p in problems]
     scores = torch.zeros(len(seeds), 3 + len(problems), dtype=torch.float64)  # (N, 3 + P)
-    mine = list(range(RANK, len(seeds), WORLD_SIZE))
+    mine, drawn = list(range(RANK, len(seeds), WORLD_SIZE)), {}
     together = max(1, args.rollout_batch // len(prompts))  # members per batched generation
     batched = args.es_batched == "on" or (args.es_batched == "auto" and args.es_temperature == 0 and
-                                          generate is rollout and together > 1 and population_fits(params, together))
+                                          generate is rollout and together > 1 and
+                                          population_fits(params, min(together, len(mine))))
     for group in ([mine[i:i + together] for i in range(0, len(mine), together)] if batched else [[m] for m in mine]):
         try:
-            with population_forward(model, params, master, [seeds[m] for m in group], args.es_sigma) \
+            with population_forward(model, params, master, [seeds[m] for m in group], args.es_sigma, drawn) \
                     if batched else contextlib.nullcontext():
                 if not batched:
                     set_weights(params, master, seeds[group[0]], args.es_sigma)
@@ -976,7 +985,7 @@ def es_step(model, params, master, tokenizer, problems: list[dict], args: Args, 
     scores = all_reduce(scores)  # every rank now has every member's scores (the rows of the others were zero)
     rewards = scores[:, 0].float()  # (N,) the mean reward of each member, bit for bit as its rank computed it
     z = zscore(rewards) if args.es_zscore else (rewards - rewards.mean()) * (rewards.max() > rewards.min())
-    es_update(params, master, seeds, z, args.es_alpha)
+    es_update(params, master, seeds, z, args.es_alpha, drawn)
     tokens = int(scores[:, 1].sum())
     return {"reward": float(rewards.mean()), "reward_std": float(rewards.std()), "reward_max": float(rewards.max()),
             "js_succ": js_succ(scores[:, 3:].float()), "entropy": float(scores[:, 2].sum()) / max(tokens, 1),

@@ -13,7 +13,6 @@ import argparse
 import copy
 import dataclasses
 import json
-import resource
 import statistics
 import subprocess
 import sys
@@ -176,7 +175,7 @@ def bench_eval(repeats: int) -> list[tuple]:
 # --------------------------------------------------------------------------- how costs grow
 
 
-def bench_growth(repeats: int) -> tuple[list[str], list[tuple]]:
+def bench_growth(repeats: int) -> list[str]:
     model, tokenizer, args, problems = tiny_setup()
     populations, groups = (8, 16, 32, 64), (4, 8, 16)
     es = alternate({n: es_runner(model, tokenizer, dataclasses.replace(args, es_population=n), problems)
@@ -191,7 +190,7 @@ def bench_growth(repeats: int) -> tuple[list[str], list[tuple]]:
              "", "| GRPO group size G | " + " | ".join(map(str, groups)) + " | slope (s per sample of each prompt) |",
              "|---|" + "---|" * (len(groups) + 1),
              "| seconds / step | " + " | ".join(f"{grpo[g]:.3f}" for g in groups) + f" | {grpo_slope:.4f} |"]
-    return lines, []
+    return lines
 
 
 # --------------------------------------------------------------------------- peak memory, one process each
@@ -210,20 +209,23 @@ def child(kind: str, size: str):
         prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems[:args.es_prompts]] * args.es_population
         run = lambda: es_grpo.rollout(model, tokenizer, prompts, max_new_tokens=args.max_new_tokens,
                                       batch_size=args.rollout_batch)
-    elif kind == "es":
-        run = es_runner(model, tokenizer, args, problems)
+    elif kind.startswith("es"):  # es: the automatic choice; es-off: member by member
+        run = es_runner(model, tokenizer, dataclasses.replace(args, es_batched="off") if kind == "es-off" else args,
+                        problems)
     else:
         run = grpo_runner(model, tokenizer, args, problems)
     for _ in range(2):
         run()
-    print(json.dumps({"rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024, "rows": rows,
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the parent across fork and exec
+    peak_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
+    print(json.dumps({"rss_mb": peak_kb / 1024, "rows": rows,
                       "params_m": sum(p.numel() for p in model.parameters()) / 1e6}))
 
 
 def bench_memory() -> list[tuple]:
     peak = {}
     for size in ("tiny", "60M"):
-        for kind in ("inference", "es", "grpo"):
+        for kind in ("inference", "es", "es-off", "grpo"):
             out = subprocess.run([sys.executable, __file__, "--child", kind, size], capture_output=True, text=True,
                                  check=True).stdout
             peak[size, kind] = json.loads(out.strip().splitlines()[-1])
@@ -231,8 +233,9 @@ def bench_memory() -> list[tuple]:
     for size in ("tiny", "60M"):
         p = peak[size, "inference"]
         label = f"{size} ({p['params_m']:.1f}M parameters, {p['rows']} sequences per ES iteration)"
-        rows.append((f"Peak RSS, ES / inference only, {label}", peak[size, "es"]["rss_mb"], p["rss_mb"], "<= 1.1",
-                     f"MB: {peak[size, 'es']['rss_mb']:.0f} / {p['rss_mb']:.0f}"))
+        for kind, path in (("es", "automatic path"), ("es-off", "member by member")):
+            rows.append((f"Peak RSS, ES ({path}) / inference only, {label}", peak[size, kind]["rss_mb"], p["rss_mb"],
+                         "<= 1.1", f"MB: {peak[size, kind]['rss_mb']:.0f} / {p['rss_mb']:.0f}"))
         rows.append((f"Peak RSS, GRPO / ES, {size}", peak[size, "grpo"]["rss_mb"], peak[size, "es"]["rss_mb"],
                      "reported", f"MB: {peak[size, 'grpo']['rss_mb']:.0f} / {peak[size, 'es']['rss_mb']:.0f}"))
     return rows
@@ -241,6 +244,7 @@ def bench_memory() -> list[tuple]:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="alternations of each comparison")
+    parser.add_argument("--parts", default="es,grpo,eval,memory,growth", help="which comparisons to run")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     flags = parser.parse_args()
     if flags.child:
@@ -251,8 +255,10 @@ def main():
         subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", TRL], check=True)
     torch.set_num_threads(2)
     tick = time.time()
-    rows = bench_es(flags.repeats) + bench_grpo(flags.repeats) + bench_eval(flags.repeats) + bench_memory()
-    growth, _ = bench_growth(flags.repeats)
+    parts = flags.parts.split(",")
+    rows = ((bench_es(flags.repeats) if "es" in parts else []) + (bench_grpo(flags.repeats) if "grpo" in parts else [])
+            + (bench_eval(flags.repeats) if "eval" in parts else []) + (bench_memory() if "memory" in parts else []))
+    growth = bench_growth(flags.repeats) if "growth" in parts else []
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     import platform
     print(f"\nMachine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "

@@ -118,7 +118,7 @@ def test_population_batching_falls_back_for_layers_it_cannot_batch(fresh_tiny):
     args = es_grpo.Args(es_population=3, es_prompts=4)
     with pytest.raises(NotImplementedError):
         with es_grpo.population_forward(model, list(model.parameters()), es_grpo.master_weights(list(model.parameters())),
-                                        [1, 2, 3], 1e-2):
+                                        [1, 2, 3], 1e-2, {}):
             pass
     assert all("forward" not in vars(layer) for layer in model.modules())  # nothing left patched
     fallback = es_step_recording_rewards(model, tokenizer, problems, dataclasses.replace(args, es_batched="on"))
