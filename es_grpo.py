@@ -111,7 +111,7 @@ class Args:
     es_temperature: float = flag(0.0, "ES decoding temperature (0: greedy, the paper's easy setting)")
     es_zscore: bool = flag(True, "z-score rewards across the population")
     es_batched: str = flag("auto", "decode many members in one batch: on, off, auto (on when greedy and "
-                                   "their weights fit in 2 GiB, or half the free GPU memory)")
+                                   "their weights fit in 1 GiB, or half the free GPU memory)")
     # GRPO (paper: 8 samples/prompt, lr 1e-6, temperature 1.0, clip 0.2, beta 0.001)
     grpo_prompts: int = flag(32, "prompts per GRPO step")
     grpo_group: int = flag(8, "samples per prompt (the group)")
@@ -836,10 +836,10 @@ def master_weights(params: list[torch.Tensor]) -> list[torch.Tensor]:
 def set_weights(params: list[torch.Tensor], master: list[torch.Tensor], seed: int | None = None, sigma: float = 0.0):
     """theta <- master (+ sigma * eps_seed): perturbs in place, and restores bit-exactly with seed=None."""
     for index, (param, base) in enumerate(zip(params, master)):
-        value = base.to(param.device)
-        if seed is not None:
-            value = value + sigma * noise(seed, index, param)
-        param.copy_(value)
+        if seed is None:
+            param.copy_(base)
+        else:  # master + sigma * eps, computed in the buffer of eps: one temporary the size of the tensor
+            param.copy_(noise(seed, index, param).mul_(sigma).add_(base.to(param.device)))
 
 
 @torch.no_grad()
@@ -928,10 +928,10 @@ def population_forward(model, params: list[torch.Tensor], master: list[torch.Ten
 
 
 def population_fits(params: list[torch.Tensor], members: int) -> bool:
-    """N stacked copies of the weights and their fp32 noise within 2 GiB on the CPU, or half the free GPU memory."""
+    """N stacked copies of the weights and their fp32 noise within 1 GiB on the CPU, or half the free GPU memory."""
     need = members * sum(p.numel() * (p.element_size() + 4) for p in params)
     device = params[0].device
-    return need <= (torch.cuda.mem_get_info(device)[0] / 2 if device.type == "cuda" else 2 * 2**30)
+    return need <= (torch.cuda.mem_get_info(device)[0] / 2 if device.type == "cuda" else 2**30)
 
 
 def zscore(rewards: torch.Tensor) -> torch.Tensor:

@@ -3,15 +3,21 @@
     python scale/memory.py            # prints the table in scale/README.md; no download (configs below)
 
 Parameter counts are exact: the models are built on the meta device from their published configs. The rest
-is arithmetic, per rank, with the paper preset: 64 prompts per ES member, 64 x 8 GRPO samples shared out
-among the ranks, prompts of about 256 tokens and 1024 new tokens, AdamW, a frozen reference model for the
+is arithmetic, per rank, with es_grpo's paper preset: 64 prompts per ES member, 64 x 8 GRPO samples shared
+out among the ranks, prompts of about 256 tokens and 1024 new tokens, AdamW, a frozen reference model for the
 KL term. Activations use the usual estimate of 34 bytes x hidden per token and layer at 16 bits (doubled
 in float32) plus the full-vocabulary logits, log-softmax and probabilities that token_logprobs keeps.
 """
 from __future__ import annotations
 
+import sys
+from pathlib import Path
+
 import torch
 from transformers import AutoModelForCausalLM, Qwen2Config
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from es_grpo import PRESETS  # noqa: E402
 
 MODELS = {  # from the hub's config.json of each model
     "Qwen2.5-1.5B-Instruct": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,
@@ -21,7 +27,8 @@ MODELS = {  # from the hub's config.json of each model
                                 num_attention_heads=28, num_key_value_heads=4, vocab_size=152064,
                                 tie_word_embeddings=False),
 }
-GB, TOKENS = 2**30, 256 + 1024
+PAPER = PRESETS["paper"]
+GB, TOKENS = 2**30, 256 + PAPER["max_new_tokens"]  # prompts of about 256 tokens
 
 
 def estimate(name: str, ranks: int = 8, microbatch: int = 4) -> dict:
@@ -36,9 +43,9 @@ def estimate(name: str, ranks: int = 8, microbatch: int = 4) -> dict:
     for dtype, size in (("bf16", 2), ("fp32", 4)):
         es[dtype] = (params * size                        # the weights being perturbed
                      + 2 * largest * 4                     # noise and master + sigma * eps of the largest tensor
-                     + 64 * kv_per_row * size              # KV cache, one member's 64 prompts
-                     + 3 * 64 * config.vocab_size * 4) / GB  # one decoding step's logits
-    rows = 64 * 8 // ranks
+                     + PAPER["es_prompts"] * kv_per_row * size  # KV cache, one member's prompts
+                     + 3 * PAPER["es_prompts"] * config.vocab_size * 4) / GB  # one decoding step's logits
+    rows = PAPER["grpo_prompts"] * PAPER["grpo_group"] // ranks
     grpo_states = params * (4 + 4 + 8 + 4)  # fp32 weights, gradients, AdamW moments, reference model
     activations = microbatch * TOKENS * (config.num_hidden_layers * config.hidden_size * 34 * 2
                                          + 3 * config.vocab_size * 4)
