@@ -35,38 +35,31 @@ def single(*argv):
                           capture_output=True, text=True, timeout=300)
 
 
-def weights(out, stage):
-    return load_file(out / stage / "model.safetensors")
+def one_process_and_two_ranks(algo, tmp_path):
+    """Final weights of the tiny model trained by one process and by two gloo ranks; the base weights; metrics."""
+    one = single(*RUN, "--algo", algo, "--out", str(tmp_path / "one"))
+    assert one.returncode == 0, one.stderr[-2000:]
+    two, _ = torchrun(ROOT / "scale" / "train.py", *RUN, "--algo", algo, "--out", str(tmp_path / "two"))
+    assert two.returncode == 0, two.stderr[-2000:]
+    weights = [load_file(tmp_path / run / f"stage1-{algo}" / "model.safetensors") for run in ("one", "two")]
+    metrics = [[{k: v for k, v in json.loads(line).items() if k not in ("seconds", "seq_per_s")}
+                for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()] for run in ("one", "two")]
+    return *weights, load_file(ROOT / "tiny_model" / "model.safetensors"), metrics
 
 
 def test_es_on_two_ranks_ends_bit_identical_to_one_process(tmp_path):
-    one = single(*RUN, "--algo", "es", "--out", str(tmp_path / "one"))
-    assert one.returncode == 0, one.stderr[-2000:]
-    two, _ = torchrun(ROOT / "scale" / "train.py", *RUN, "--algo", "es", "--out", str(tmp_path / "two"))
-    assert two.returncode == 0, two.stderr[-2000:]
-    a, b = weights(tmp_path / "one", "stage1-es"), weights(tmp_path / "two", "stage1-es")
+    a, b, base, metrics = one_process_and_two_ranks("es", tmp_path)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    base = load_file(ROOT / "tiny_model" / "model.safetensors")
     assert any(not torch.equal(a[k], base[k]) for k in a)  # it did train
-    strip = lambda out: [{k: v for k, v in json.loads(line).items() if k not in ("seconds", "seq_per_s")}
-                         for line in (out / "metrics.jsonl").read_text().splitlines()]
-    assert strip(tmp_path / "one") == strip(tmp_path / "two")
+    assert metrics[0] == metrics[1]
     summary = json.loads((tmp_path / "two" / "summary.json").read_text())
     assert summary["world_size"] == 2 and summary["stages"][1]["sequences"] == 3 * 5 * 4
 
 
 def test_grpo_on_two_ranks_matches_one_process_within_1e_5(tmp_path):
-    one = single(*RUN, "--algo", "grpo", "--out", str(tmp_path / "one"))
-    assert one.returncode == 0, one.stderr[-2000:]
-    two, _ = torchrun(ROOT / "scale" / "train.py", *RUN, "--algo", "grpo", "--out", str(tmp_path / "two"))
-    assert two.returncode == 0, two.stderr[-2000:]
-    a, b = weights(tmp_path / "one", "stage1-grpo"), weights(tmp_path / "two", "stage1-grpo")
-    base = load_file(ROOT / "tiny_model" / "model.safetensors")
-    moved = max(float((a[k] - base[k]).abs().max()) for k in a)
-    assert moved > 1e-5  # the tolerance below is small against the update itself
+    a, b, base, metrics = one_process_and_two_ranks("grpo", tmp_path)
+    assert max(float((a[k] - base[k]).abs().max()) for k in a) > 1e-5  # the tolerance is small against the update
     assert max(float((a[k] - b[k]).abs().max()) for k in a) < 1e-5
-    metrics = [[json.loads(line) for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()]
-               for run in ("one", "two")]
     assert [m["reward"] for m in metrics[0]] == [m["reward"] for m in metrics[1]]  # the same samples, row for row
 
 
