@@ -1,6 +1,7 @@
 """scale/: two gloo ranks on CPU against one process, faults across ranks, and the vLLM backend's logic
 on plain torch models (vLLM itself needs CUDA and is not installed here)."""
 import copy
+import dataclasses
 import json
 import os
 import subprocess
@@ -178,3 +179,40 @@ def test_gpu_check_script_runs_its_code_path_on_cpu():
     assert result.returncode == 0, result.stderr[-2000:]
     rows = [line for line in result.stdout.splitlines() if line.startswith("| es |") or line.startswith("| grpo |")]
     assert len(rows) == 2 and all(float(row.split("|")[4]) > 0 for row in rows)  # sequences/s
+
+
+# --------------------------------------------------------------------------- only where a GPU (and vLLM) is present
+
+needs_cuda = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA GPU (none here)")
+
+
+@needs_cuda
+def test_population_batched_es_matches_member_by_member_on_the_gpu():
+    model, tokenizer = es_grpo.load_model("", "cuda")
+    problems = es_grpo.generate_problems("countdown", 32, seed=8)
+    args = es_grpo.Args(es_population=8, es_prompts=32, es_sigma=2e-2)
+    masters = []
+    for mode in ("off", "on"):
+        net = copy.deepcopy(model).eval()
+        params = list(net.parameters())
+        masters.append(es_grpo.master_weights(params))
+        es_grpo.es_step(net, params, masters[-1], tokenizer, problems, dataclasses.replace(args, es_batched=mode),
+                        seed=1)
+    assert max(float((a - b).abs().max()) for a, b in zip(*masters)) < 1e-6  # kernels may round differently
+
+
+@needs_cuda
+@pytest.mark.skipif(__import__("importlib").util.find_spec("vllm") is None, reason="needs vLLM (scale/requirements.txt)")
+def test_vllm_engine_decodes_as_the_hf_rollout(monkeypatch):
+    for name, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1"),
+                        ("MASTER_PORT", "29517")):
+        monkeypatch.setenv(name, value)
+    model, tokenizer = es_grpo.load_model("", "cuda")
+    backend = VLLMRollout.launch(str(es_grpo.TINY_MODEL), "float32", 0.2, 64, 0)
+    prompts = [es_grpo.prompt_text(p, tokenizer) for p in es_grpo.generate_problems("countdown", 64, seed=2)]
+    hf = es_grpo.rollout(model, tokenizer, prompts)
+    engine = backend(model, tokenizer, prompts)
+    assert sum(a == b for a, b in zip(hf.texts, engine.texts)) >= 0.95 * len(prompts)
+    with torch.no_grad():
+        next(model.parameters()).add_(1.0)  # the engine must follow the trainer's weights
+    assert backend(model, tokenizer, prompts).texts != engine.texts
