@@ -110,8 +110,8 @@ class Args:
     es_prompts: int = flag(64, "prompts each ES member is scored on, per iteration")
     es_temperature: float = flag(0.0, "ES decoding temperature (0: greedy, the paper's easy setting)")
     es_zscore: bool = flag(True, "z-score rewards across the population")
-    es_batched: str = flag("auto", "decode many members in one batch: on, off, auto (on when greedy and "
-                                   "their weights fit in 1 GiB, or half the free GPU memory)")
+    es_batched: str = flag("auto", "decode many members in one batch (HF rollout): on, off, auto (on when "
+                                   "greedy and their weights fit in 1 GiB, or half the free GPU memory)")
     # GRPO (paper: 8 samples/prompt, lr 1e-6, temperature 1.0, clip 0.2, beta 0.001)
     grpo_prompts: int = flag(32, "prompts per GRPO step")
     grpo_group: int = flag(8, "samples per prompt (the group)")
@@ -962,21 +962,22 @@ def es_step(model, params, master, tokenizer, problems: list[dict], args: Args, 
     scores = torch.zeros(len(seeds), 3 + len(problems), dtype=torch.float64)  # (N, 3 + P)
     mine, drawn = list(range(RANK, len(seeds), WORLD_SIZE)), {}
     together = max(1, args.rollout_batch // len(prompts))  # members per batched generation
-    batched = args.es_batched == "on" or (args.es_batched == "auto" and args.es_temperature == 0 and
-                                          generate is rollout and together > 1 and
-                                          population_fits(params, min(together, len(mine))))
-    for group in ([mine[i:i + together] for i in range(0, len(mine), together)] if batched else [[m] for m in mine]):
-        try:
-            with population_forward(model, params, master, [seeds[m] for m in group], args.es_sigma, drawn) \
-                    if batched else contextlib.nullcontext():
-                if not batched:
-                    set_weights(params, master, seeds[group[0]], args.es_sigma)
-                roll = generate(model, tokenizer, prompts * len(group), temperature=args.es_temperature,
-                                max_new_tokens=args.max_new_tokens, seed=seed,
-                                batch_size=len(group) * len(prompts) if batched else args.rollout_batch)
-        except NotImplementedError:  # a layer population_forward cannot batch: one member at a time from now on
-            return es_step(model, params, master, tokenizer, problems, dataclasses.replace(args, es_batched="off"),
-                           seed, generate)
+    batched = generate is rollout and (args.es_batched == "on" or (
+        args.es_batched == "auto" and args.es_temperature == 0 and together > 1
+        and population_fits(params, min(together, len(mine)))))
+    for group in [mine[i:i + together] for i in range(0, len(mine), together)] if batched else [[m] for m in mine]:
+        if batched:
+            try:
+                with population_forward(model, params, master, [seeds[m] for m in group], args.es_sigma, drawn):
+                    roll = generate(model, tokenizer, prompts * len(group), temperature=args.es_temperature,
+                                    max_new_tokens=args.max_new_tokens, seed=seed, batch_size=len(group) * len(prompts))
+            except NotImplementedError:  # a layer it cannot batch: score the members one by one instead
+                return es_step(model, params, master, tokenizer, problems, dataclasses.replace(args, es_batched="off"),
+                               seed, generate)
+        else:
+            set_weights(params, master, seeds[group[0]], args.es_sigma)
+            roll = generate(model, tokenizer, prompts, temperature=args.es_temperature,
+                            max_new_tokens=args.max_new_tokens, seed=seed, batch_size=args.rollout_batch)
         for j, member in enumerate(group):
             part = roll.rows(slice(j * len(prompts), (j + 1) * len(prompts)))
             rewards = score(problems, part.texts)  # (P,)
