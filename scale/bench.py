@@ -13,6 +13,7 @@ import argparse
 import copy
 import dataclasses
 import json
+import os
 import statistics
 import subprocess
 import sys
@@ -251,8 +252,9 @@ def main():
         return child(*flags.child)
     try:
         import trl  # noqa: F401
-    except ImportError:
+    except ImportError:  # install, then start again: transformers decided at import that accelerate is missing
         subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", TRL], check=True)
+        os.execv(sys.executable, [sys.executable, *sys.argv])
     torch.set_num_threads(2)
     tick = time.time()
     parts = flags.parts.split(",")
