@@ -292,7 +292,12 @@ def check_same_weights(params: list[torch.Tensor], where: str):
     """Stop every rank if any two hold different weights (compares each tensor's float64 sum and sum of squares)."""
     if WORLD_SIZE == 1:
         return
-    local = torch.stack([s for p in params for s in (p.double().sum(), p.double().square().sum())])  # (2 * tensors,)
+    local = torch.zeros(len(params), 2, dtype=torch.float64, device=params[0].device)  # (tensors, 2)
+    for row, param in zip(local, params):
+        for chunk in param.detach().flatten().split(1 << 22):  # never a float64 copy of a whole embedding
+            chunk = chunk.double()
+            row += torch.stack([chunk.sum(), chunk.square().sum()])
+    local = local.flatten()  # (2 * tensors,)
     differ = all_reduce(local, dist.ReduceOp.MAX) != all_reduce(local, dist.ReduceOp.MIN)
     if differ.any():
         raise SystemExit(f"{where}: ranks hold different weights (tensor {int(differ.nonzero()[0]) // 2} differs first); stopped")
