@@ -104,6 +104,40 @@ def bench_es(repeats: int) -> list[tuple]:
              "", "the path for models whose N weight copies do not fit")]
 
 
+def bench_profile(repeats: int) -> list[str]:
+    """Where one population-batched ES iteration's time goes, beside plain generation of the same rows."""
+    model, tokenizer, args, problems = tiny_setup(es_batched="on")
+    prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems[:args.es_prompts]] * args.es_population
+    parts, spent = {"noise": "drawing eps", "score": "verifier", "es_update": "update"}, {}
+    originals = {name: getattr(es_grpo, name) for name in parts}
+
+    def timing(label, function):
+        def wrapped(*a, **k):
+            tick = time.perf_counter()
+            result = function(*a, **k)
+            spent[label] = spent.get(label, 0.0) + time.perf_counter() - tick
+            return result
+        return wrapped
+
+    step, rows = es_runner(model, tokenizer, args, problems), []
+    try:
+        for name, label in parts.items():
+            setattr(es_grpo, name, timing(label, originals[name]))
+        for round_ in range(repeats + 1):
+            spent.clear()
+            total = timed(step)
+            plain = timed(lambda: es_grpo.rollout(model, tokenizer, prompts, max_new_tokens=args.max_new_tokens,
+                                                  batch_size=args.rollout_batch))
+            if round_:
+                rows.append({**spent, "batched generation and stacking (the rest)": total - sum(spent.values()),
+                             "whole iteration": total, "plain generation of the same rows, for comparison": plain})
+    finally:
+        for name, function in originals.items():
+            setattr(es_grpo, name, function)
+    return ["| one ES iteration (tiny default, batched) | seconds |", "|---|---|"] + \
+        [f"| {key} | {statistics.median(row[key] for row in rows):.3f} |" for key in rows[0]]
+
+
 # --------------------------------------------------------------------------- GRPO against TRL's GRPOTrainer
 
 
@@ -245,7 +279,7 @@ def bench_memory() -> list[tuple]:
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="alternations of each comparison")
-    parser.add_argument("--parts", default="es,grpo,eval,memory,growth", help="which comparisons to run")
+    parser.add_argument("--parts", default="es,grpo,eval,memory,growth,profile", help="which comparisons to run")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     flags = parser.parse_args()
     if flags.child:
@@ -261,6 +295,7 @@ def main():
     rows = ((bench_es(flags.repeats) if "es" in parts else []) + (bench_grpo(flags.repeats) if "grpo" in parts else [])
             + (bench_eval(flags.repeats) if "eval" in parts else []) + (bench_memory() if "memory" in parts else []))
     growth = bench_growth(flags.repeats) if "growth" in parts else []
+    profile = bench_profile(flags.repeats) if "profile" in parts else []
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     import platform
     print(f"\nMachine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
@@ -269,7 +304,7 @@ def main():
     print("| comparison | A | B | A / B | goal | note |\n|---|---|---|---|---|---|")
     for name, a, b, goal, note in rows:
         print(f"| {name} | {a:.3f} | {b:.3f} | {a / b:.2f} | {goal} | {note} |")
-    print("\n" + "\n".join(growth))
+    print("\n" + "\n".join(growth) + "\n\n" + "\n".join(profile))
 
 
 if __name__ == "__main__":
