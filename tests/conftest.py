@@ -26,5 +26,5 @@ def fresh_tiny():
 
 
 def pytest_addoption(parser):
-    parser.addoption("--fuzz-count", type=int, default=5000,
-                     help="completions per verifier in the fuzz test (the full run: 100000)")
+    parser.addoption("--fuzz-count", type=int, default=100_000,
+                     help="completions per verifier in the fuzz test")

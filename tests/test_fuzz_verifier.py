@@ -63,11 +63,11 @@ def test_fuzzed_completions(request, monkeypatch):
         numbers = [rng.choice([1, 2, 3, 5, 7, 8, 12]) for _ in range(rng.randint(1, 4))]
         for call in (lambda: countdown_reward(text, numbers, rng.randint(-5, 100)),
                      lambda: math_reward(text, rng.choice(["#### 24", "7", "-3", "1,000", "0.5"]))):
-            start = time.perf_counter()
+            start = time.thread_time()  # CPU time of this thread: what the verifier costs, not the OS's scheduling
             value = call()
-            worst = max(worst, time.perf_counter() - start)
+            worst = max(worst, time.thread_time() - start)
             assert value in (0.0, 0.1, 1.0), text[:200]
             seen.add(value)
     print(f"\nfuzz: {count} completions x 2 verifiers, worst call {worst * 1e3:.2f} ms, rewards seen {sorted(seen)}")
     assert seen >= {0.0, 0.1}
-    assert worst < 0.05, f"worst verifier call took {worst * 1e3:.1f} ms"
+    assert worst < 0.01, f"worst verifier call took {worst * 1e3:.1f} ms"
