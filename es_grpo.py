@@ -249,7 +249,7 @@ def build_tiny_model(seed: int):
 
 # ----------------------------------------------------------------------------- distributed (torchrun)
 # Under torchrun every rank runs this whole file. ES ranks split the population and exchange only scores;
-# GRPO ranks split the prompts and DDP sums the gradients. Every rank then holds the same weights, and
+# GRPO ranks split the prompts and DDP averages the gradients. Every rank then holds the same weights, and
 # check_same_weights proves it. On one process each helper below does nothing.
 
 
@@ -680,8 +680,9 @@ def token_logprobs(model, roll: Rollout, temperature: float = 1.0, group: int = 
     return logp, entropy
 
 
-def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
-    return (values * mask).sum() / mask.sum().clamp(min=1)
+def masked_mean(values: torch.Tensor, mask: torch.Tensor, count=None) -> torch.Tensor:
+    """Sum over the mask's entries divided by their number (or by count)."""
+    return (values * mask).sum() / (mask.sum().clamp(min=1) if count is None else count)
 
 
 def score(problems: list[dict], texts: list[str]) -> torch.Tensor:
@@ -760,15 +761,14 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, clip: float, beta: flo
 
     logp, old_logp, ref_logp, mask: (B, T); advantages: (B,); tokens: what to divide the sums by (default:
     the mask's tokens; under torchrun this rank's share of all ranks' tokens). Returns the loss and its parts."""
-    tokens = mask.sum().clamp(min=1) if tokens is None else tokens  # ()
     ratio = torch.exp(logp - old_logp)  # (B, T)
     adv = advantages.unsqueeze(1)  # (B, 1)
     surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - clip, 1 + clip) * adv)  # (B, T)
     log_ref_ratio = ref_logp - logp  # (B, T)
     kl = torch.exp(log_ref_ratio) - log_ref_ratio - 1  # (B, T) k3 estimator, >= 0
-    loss = ((-surrogate + beta * kl) * mask).sum() / tokens  # ()
+    loss = masked_mean(-surrogate + beta * kl, mask, tokens)  # ()
     clipped = ((ratio - 1).abs() > clip).float()  # (B, T)
-    return loss, {"kl": float((kl.detach() * mask).sum() / tokens), "clip_frac": float((clipped * mask).sum() / tokens)}
+    return loss, {"kl": float(masked_mean(kl.detach(), mask, tokens)), "clip_frac": float(masked_mean(clipped, mask, tokens))}
 
 
 def grpo_step(model, reference, optimizer, tokenizer, problems: list[dict], args: Args, seed: int,
@@ -1155,10 +1155,9 @@ def run(args: Args, generate=rollout) -> dict:
         done = 0
         if checkpoint:
             done = sum(u for _, u in schedule[:checkpoint["stage"]]) + (checkpoint["stage_state"] or {}).get("update", 0)
-        lines = (out / "metrics.jsonl").read_text().splitlines() if (out / "metrics.jsonl").exists() else []
-        kept = [line for line in lines if line.strip() and json.loads(line)["update"] <= done]
-        barrier()  # every rank has read the metrics before the main rank rewrites them
-        if IS_MAIN_RANK:
+        if IS_MAIN_RANK:  # the only rank that writes metrics
+            lines = (out / "metrics.jsonl").read_text().splitlines() if (out / "metrics.jsonl").exists() else []
+            kept = [line for line in lines if line.strip() and json.loads(line)["update"] <= done]
             atomic_write(out / "metrics.jsonl", lambda tmp: tmp.write_text("".join(line + "\n" for line in kept)))
         log(f"resuming {out} after update {done}")
     if checkpoint:
@@ -1169,10 +1168,11 @@ def run(args: Args, generate=rollout) -> dict:
                           {"sequences": 0, "tokens": 0, "seconds": 0.0}, generate)]
 
     def save(stage: int, stage_state: dict | None):
+        if not IS_MAIN_RANK:  # the ranks hold the same weights (check_same_weights): one writes them
+            return
         state = {"model": model.state_dict(), "stage": stage, "stage_state": stage_state, "stages": stages,
                  "rng": {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}}
-        if IS_MAIN_RANK:  # the ranks hold the same weights (check_same_weights), one writes them
-            atomic_write(out / "checkpoint.pt", lambda tmp: torch.save(state, tmp))
+        atomic_write(out / "checkpoint.pt", lambda tmp: torch.save(state, tmp))
 
     first_stage = checkpoint["stage"] if checkpoint else 0
     with open(out / "metrics.jsonl" if IS_MAIN_RANK else os.devnull, "a") as metrics:
