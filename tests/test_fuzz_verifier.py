@@ -1,6 +1,7 @@
 """Seeded fuzzing of the verifiers: every call returns a reward in {0, 0.1, 1}, never raises, stays cheap,
 and never runs model text. 100,000 completions per verifier by default (--fuzz-count N), -s prints the worst time."""
 import builtins
+import gc
 import random
 import time
 
@@ -10,6 +11,7 @@ from es_grpo import countdown_reward, math_reward
 
 ODD = ["０", "٣", "𝟑", "³", "½", "−", "×", "÷", "O", "l", "ⅰ", "\u200b", "\x00", "🙂", "\\", "{", "}", "e", "E", ".", ",", "_"]
 OPERATORS = ["+", "-", "*", "/", "**", "//", "%", "^", "(", ")", " ", "=", "==", "<<", "@"]
+LIMIT_S = 0.01  # the issue's limit per verifier call
 TAGS = ["<answer>", "</answer>", "\\boxed{", "}", "####", "\n"]
 
 
@@ -51,23 +53,40 @@ def completion(rng):
     return text
 
 
+def cpu_seconds(call):
+    """CPU time of this thread for one call: what the verifier costs, not the OS's scheduling."""
+    start = time.thread_time()
+    value = call()
+    return value, time.thread_time() - start
+
+
 def test_fuzzed_completions(request, monkeypatch):
     def forbidden(*args, **kwargs):
         raise AssertionError("the verifier must not run model text")
 
     monkeypatch.setattr(builtins, "eval", forbidden)
     monkeypatch.setattr(builtins, "exec", forbidden)
-    count, rng, worst, seen = request.config.getoption("--fuzz-count"), random.Random(0), 0.0, set()
-    for i in range(count):
-        text = completion(rng)
-        numbers = [rng.choice([1, 2, 3, 5, 7, 8, 12]) for _ in range(rng.randint(1, 4))]
-        for call in (lambda: countdown_reward(text, numbers, rng.randint(-5, 100)),
-                     lambda: math_reward(text, rng.choice(["#### 24", "7", "-3", "1,000", "0.5"]))):
-            start = time.thread_time()  # CPU time of this thread: what the verifier costs, not the OS's scheduling
-            value = call()
-            worst = max(worst, time.thread_time() - start)
-            assert value in (0.0, 0.1, 1.0), text[:200]
-            seen.add(value)
-    print(f"\nfuzz: {count} completions x 2 verifiers, worst call {worst * 1e3:.2f} ms, rewards seen {sorted(seen)}")
+    count, rng, worst, seen, retimed = request.config.getoption("--fuzz-count"), random.Random(0), 0.0, set(), 0
+    gc.collect()
+    gc.disable()  # a collection of other tests' objects is not the verifier's cost
+    try:
+        for i in range(count):
+            text = completion(rng)
+            numbers = [rng.choice([1, 2, 3, 5, 7, 8, 12]) for _ in range(rng.randint(1, 4))]
+            target, reference = rng.randint(-5, 100), rng.choice(["#### 24", "7", "-3", "1,000", "0.5"])
+            for call in (lambda: countdown_reward(text, numbers, target), lambda: math_reward(text, reference)):
+                value, seconds = cpu_seconds(call)
+                if seconds >= LIMIT_S:
+                    # A hostile input is slow every time; a virtual machine's stall (measured: one call of 97 ms
+                    # that took 0.02 ms on every rerun) is not. The best of three reruns is the call's cost.
+                    retimed += 1
+                    seconds = min(cpu_seconds(call)[1] for _ in range(3))
+                worst = max(worst, seconds)
+                assert value in (0.0, 0.1, 1.0), text[:200]
+                seen.add(value)
+    finally:
+        gc.enable()
+    print(f"\nfuzz: {count} completions x 2 verifiers, worst call {worst * 1e3:.2f} ms "
+          f"({retimed} calls over {LIMIT_S * 1e3:.0f} ms on first timing, retimed), rewards seen {sorted(seen)}")
     assert seen >= {0.0, 0.1}
-    assert worst < 0.01, f"worst verifier call took {worst * 1e3:.1f} ms"
+    assert worst < LIMIT_S, f"worst verifier call took {worst * 1e3:.1f} ms"
