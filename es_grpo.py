@@ -64,6 +64,10 @@ from pathlib import Path
 import numpy as np
 import torch
 import torch.distributed as dist
+from torch.distributed.checkpoint.state_dict import (StateDictOptions, get_model_state_dict, get_optimizer_state_dict,
+                                                     set_model_state_dict, set_optimizer_state_dict)
+from torch.distributed.fsdp import FSDPModule, fully_shard
+from torch.nn.parallel import DistributedDataParallel
 from tqdm import tqdm
 from transformers import DynamicCache
 
@@ -122,6 +126,8 @@ class Args:
     grpo_scale_std: bool = flag(True, "divide group advantages by the group std")
     grpo_epochs: int = flag(1, "optimizer steps per rollout batch")
     grpo_microbatch: int = flag(0, "rows per GRPO forward pass, whole groups, gradients accumulated (0: all rows)")
+    grpo_fsdp: bool = flag(False, "under torchrun, shard GRPO's trained weights, gradients, AdamW states and "
+                                  "reference over the ranks (FSDP2) instead of DDP; rollouts use a whole copy")
     # evaluation (paper: temperature 0.6)
     eval_problems: int = flag(100, "held-out evaluation problems")
     eval_split: str = flag("test", "built-in evaluation problems: test (to report) or dev (to tune on)")
@@ -249,8 +255,8 @@ def build_tiny_model(seed: int):
 
 # ----------------------------------------------------------------------------- distributed (torchrun)
 # Under torchrun every rank runs this whole file. ES ranks split the population and exchange only scores;
-# GRPO ranks split the prompts and DDP averages the gradients. Every rank then holds the same weights, and
-# check_same_weights proves it. On one process each helper below does nothing.
+# GRPO ranks split the prompts and DDP (or FSDP2, --grpo-fsdp) averages the gradients. Every rank then
+# holds the same weights, and check_same_weights proves it. On one process each helper below does nothing.
 
 
 def init_distributed(device: str, timeout_s: int) -> str:
@@ -280,6 +286,26 @@ def all_gather_objects(item) -> list:
     gathered = [None] * WORLD_SIZE
     dist.all_gather_object(gathered, item)
     return gathered
+
+
+def shard(model):
+    """FSDP2 (ZeRO-3): each decoder layer's tensors, then the rest, split over the ranks; a layer's whole
+    weights exist only while it runs. The layers are the classes transformers itself keeps unsplit."""
+    for layer in [m for m in model.modules() if type(m).__name__ in (model._no_split_modules or [])]:
+        fully_shard(layer)
+    fully_shard(model)
+    return model
+
+
+@torch.no_grad()
+def gather_into(model, trainer):
+    """After an FSDP step: every rank copies the trained shards, made whole, into the model rollouts use."""
+    if isinstance(trainer, FSDPModule):
+        for whole, part in zip(model.parameters(), trainer.parameters()):
+            whole.copy_(part.full_tensor())
+
+
+WHOLE_STATE = StateDictOptions(full_state_dict=True, cpu_offload=True)  # checkpoints: whole tensors, on rank 0
 
 
 def barrier():
@@ -776,7 +802,8 @@ def grpo_step(model, reference, optimizer, tokenizer, problems: list[dict], args
     """Sample a group per prompt, score, and take grpo_epochs AdamW steps on the clipped surrogate.
 
     Under torchrun each rank samples a contiguous share of the groups (the rows, and sampling noise, they
-    have in the whole batch) and trainer, the DDP-wrapped model, averages the gradients."""
+    have in the whole batch) and trainer averages the gradients: the model wrapped in DDP, or (--grpo-fsdp)
+    a sharded copy whose weights are gathered into the model after the step."""
     trainer = trainer or model
     bounds = [len(problems) * rank // WORLD_SIZE for rank in range(WORLD_SIZE + 1)]
     group = [p for p in problems[bounds[RANK]:bounds[RANK + 1]] for _ in range(args.grpo_group)]
@@ -801,7 +828,9 @@ def grpo_step(model, reference, optimizer, tokenizer, problems: list[dict], args
         optimizer.zero_grad(set_to_none=True)
         sums = torch.zeros(4, dtype=torch.float64)  # loss, kl, clip fraction, entropy sum over the pieces
         for s in pieces:  # gradients add up over pieces; DDP averages them over ranks after the last one
-            with trainer.no_sync() if trainer is not model and s != pieces[-1] else contextlib.nullcontext():
+            # FSDP reduces every piece's gradients to shards at once: holding them whole would undo the sharding
+            with trainer.no_sync() if isinstance(trainer, DistributedDataParallel) and s != pieces[-1] else \
+                    contextlib.nullcontext():
                 logp, entropy = token_logprobs(trainer, roll.rows(s), args.grpo_temperature, args.grpo_group)  # (b, T)
                 loss, stats = grpo_loss(logp, logp.detach() if old_logp is None else old_logp[s],
                                         logp.detach() if ref_logp is None else ref_logp[s], advantages[s],
@@ -811,6 +840,7 @@ def grpo_step(model, reference, optimizer, tokenizer, problems: list[dict], args
                                   float((entropy.detach() * roll.completion_mask[s]).sum())], dtype=torch.float64)
         optimizer.step()
     trainer.eval()
+    gather_into(model, trainer)
     everyone = torch.zeros(total)  # (all ranks' B,)
     everyone[first:first + len(group)] = rewards
     everyone = all_reduce(everyone)
@@ -1016,16 +1046,27 @@ def train_stage(name: str, updates: int, model, tokenizer, train: list[dict], ar
         master = resume["master"] if resume else master_weights(params)
         batch = args.es_prompts
     else:
+        sharded = args.grpo_fsdp and WORLD_SIZE > 1
         reference = copy.deepcopy(model).eval().requires_grad_(False) if args.grpo_beta else None
-        optimizer = torch.optim.AdamW(params, lr=args.grpo_lr, weight_decay=0.0)
-        if resume:
-            optimizer.load_state_dict(resume["optimizer"])
+        if sharded:
+            trainer = shard(copy.deepcopy(model))
             if reference is not None:
-                reference.load_state_dict(resume["reference"])
+                shard(reference)
+            held = sum(p.to_local().numel() for p in trainer.parameters()) / sum(p.numel() for p in params)
+            log(f"grpo: FSDP over {WORLD_SIZE} ranks, this rank holds {held:.0%} of the trained weights "
+                f"and AdamW states")
+        elif WORLD_SIZE > 1:
+            trainer = DistributedDataParallel(model, device_ids=[model.device.index] if model.device.type == "cuda"
+                                              else None, broadcast_buffers=False)
+        else:
+            trainer = model
+        optimizer = torch.optim.AdamW(trainer.parameters(), lr=args.grpo_lr, weight_decay=0.0)
+        if resume:
+            whole = StateDictOptions(full_state_dict=True)  # every rank read the checkpoint; FSDP keeps its shards
+            set_optimizer_state_dict(trainer, optimizer, resume["optimizer"], options=whole)
+            if reference is not None:
+                set_model_state_dict(reference, resume["reference"], options=whole)
         batch = args.grpo_prompts
-        on_gpu = model.device.type == "cuda"
-        trainer = (torch.nn.parallel.DistributedDataParallel(model, device_ids=[model.device.index] if on_gpu else None,
-                                                             broadcast_buffers=False) if WORLD_SIZE > 1 else model)
     rng = random.Random(f"{args.seed}-{name}-{offset}")
     if resume:
         rng.setstate(resume["rng"])
@@ -1058,8 +1099,11 @@ def train_stage(name: str, updates: int, model, tokenizer, train: list[dict], ar
         if update + 1 == updates or (args.save_every and (update + 1) % args.save_every == 0):
             save({"update": update + 1, "totals": totals, "rng": rng.getstate(),
                   "master": master if name == "es" else None,
-                  "optimizer": optimizer.state_dict() if name == "grpo" else None,
-                  "reference": reference.state_dict() if name == "grpo" and reference is not None else None})
+                  # whole tensors keyed by name, gathered by every rank (FSDP): any number of ranks can resume
+                  "optimizer": (get_optimizer_state_dict(trainer, optimizer, options=WHOLE_STATE)
+                                if name == "grpo" else None),
+                  "reference": (get_model_state_dict(reference, options=WHOLE_STATE)
+                                if name == "grpo" and reference is not None else None)})
     return totals
 
 

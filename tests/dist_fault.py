@@ -1,5 +1,5 @@
 """A torchrun target for tests/test_scale.py: es_grpo.run with a fault injected into rank 1 in ES update
-FAULT_AT (FAULT = raise, die, hang or diverge)."""
+FAULT_AT (FAULT = raise, die, hang or diverge), or into its GRPO update if STEP=grpo."""
 import os
 import signal
 import sys
@@ -10,10 +10,11 @@ sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import es_grpo  # noqa: E402
 
 if es_grpo.RANK == 1:
-    honest_step, calls = es_grpo.es_step, []
+    step = os.environ.get("STEP", "es") + "_step"
+    honest_step, calls = getattr(es_grpo, step), []
 
-    def faulty_step(model, params, *args, **kwargs):
-        stats = honest_step(model, params, *args, **kwargs)
+    def faulty_step(model, *args, **kwargs):
+        stats = honest_step(model, *args, **kwargs)
         calls.append(1)
         fault = os.environ["FAULT"] if len(calls) == int(os.environ["FAULT_AT"]) else ""
         if fault == "raise":
@@ -23,8 +24,8 @@ if es_grpo.RANK == 1:
         if fault == "hang":
             time.sleep(3600)
         if fault == "diverge":
-            params[0].data.add_(1e-3)
+            next(model.parameters()).data.add_(1e-3)
         return stats
 
-    es_grpo.es_step = faulty_step
+    setattr(es_grpo, step, faulty_step)
 es_grpo.run(es_grpo.parse_args(sys.argv[1:]))

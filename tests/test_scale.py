@@ -36,20 +36,24 @@ def single(*argv):
                           capture_output=True, text=True, timeout=300)
 
 
-def one_process_and_two_ranks(algo, tmp_path):
+def weights_and_metrics(run, algo):
+    metrics = [{k: v for k, v in json.loads(line).items() if k not in ("seconds", "seq_per_s")}
+               for line in (run / "metrics.jsonl").read_text().splitlines()]
+    return load_file(run / f"stage1-{algo}" / "model.safetensors"), metrics
+
+
+def one_process_and_two_ranks(algo, tmp_path, *two_rank_flags):
     """Final weights of the tiny model trained by one process and by two gloo ranks; the base weights; metrics."""
     one = single(*RUN, "--algo", algo, "--out", str(tmp_path / "one"))
     assert one.returncode == 0, one.stderr[-2000:]
-    two, _ = torchrun(ROOT / "scale" / "train.py", *RUN, "--algo", algo, "--out", str(tmp_path / "two"))
+    two, _ = torchrun(ROOT / "scale" / "train.py", *RUN, *two_rank_flags, "--algo", algo, "--out", str(tmp_path / "two"))
     assert two.returncode == 0, two.stderr[-2000:]
-    weights = [load_file(tmp_path / run / f"stage1-{algo}" / "model.safetensors") for run in ("one", "two")]
-    metrics = [[{k: v for k, v in json.loads(line).items() if k not in ("seconds", "seq_per_s")}
-                for line in (tmp_path / run / "metrics.jsonl").read_text().splitlines()] for run in ("one", "two")]
-    return *weights, load_file(ROOT / "tiny_model" / "model.safetensors"), metrics
+    (a, metrics_a), (b, metrics_b) = (weights_and_metrics(tmp_path / run, algo) for run in ("one", "two"))
+    return a, b, load_file(ROOT / "tiny_model" / "model.safetensors"), [metrics_a, metrics_b], two
 
 
 def test_es_on_two_ranks_ends_bit_identical_to_one_process(tmp_path):
-    a, b, base, metrics = one_process_and_two_ranks("es", tmp_path)
+    a, b, base, metrics, _ = one_process_and_two_ranks("es", tmp_path)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert any(not torch.equal(a[k], base[k]) for k in a)  # it did train
     assert metrics[0] == metrics[1]
@@ -58,12 +62,35 @@ def test_es_on_two_ranks_ends_bit_identical_to_one_process(tmp_path):
 
 
 def test_grpo_on_two_ranks_matches_one_process_within_1e_5(tmp_path):
-    a, b, base, metrics = one_process_and_two_ranks("grpo", tmp_path)
+    a, b, base, metrics, _ = one_process_and_two_ranks("grpo", tmp_path)
     moved, apart = (max(float((a[k] - other[k]).abs().max()) for k in a) for other in (base, b))
     print(f"GRPO, 3 updates: 2 ranks vs 1 process differ by {apart:.1e} at most; the updates moved weights {moved:.1e}")
     assert moved > 1e-5  # the tolerance is small against the update
     assert apart < 1e-5
     assert [m["reward"] for m in metrics[0]] == [m["reward"] for m in metrics[1]]  # the same samples, row for row
+
+
+def test_grpo_with_fsdp_matches_one_process_and_resumes_exactly(tmp_path):
+    a, b, base, metrics, two = one_process_and_two_ranks("grpo", tmp_path, "--grpo-fsdp", "--save-every", "1")
+    assert "grpo: FSDP over 2 ranks, this rank holds 5" in two.stdout  # 50-51%: it did shard
+    moved, apart = (max(float((a[k] - other[k]).abs().max()) for k in a) for other in (base, b))
+    print(f"GRPO with FSDP, 3 updates: 2 ranks vs 1 process differ by {apart:.1e} at most; the updates moved {moved:.1e}")
+    assert moved > 1e-5 and apart < 1e-5
+    assert [m["reward"] for m in metrics[0]] == [m["reward"] for m in metrics[1]]
+    # rank 1 fails in update 2; the checkpoint of update 1 holds the sharded AdamW state made whole; --resume
+    # (two ranks, sharded again) ends where the uninterrupted sharded run ended
+    failed, _ = torchrun(ROOT / "tests" / "dist_fault.py", *RUN, "--grpo-fsdp", "--save-every", "1", "--algo", "grpo",
+                         "--dist-timeout", "10", "--out", str(tmp_path / "failed"),
+                         env={**ONE_THREAD, "STEP": "grpo", "FAULT": "raise", "FAULT_AT": "2"})
+    assert failed.returncode != 0
+    checkpoint = torch.load(tmp_path / "failed" / "checkpoint.pt", weights_only=False)["stage_state"]
+    assert checkpoint["update"] == 1
+    state = checkpoint["optimizer"]["state"]
+    assert state and all(state[k]["exp_avg"].shape == a[k].shape for k in state)
+    resumed, _ = torchrun(ROOT / "scale" / "train.py", "--resume", str(tmp_path / "failed"))
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    c, metrics_c = weights_and_metrics(tmp_path / "failed", "grpo")
+    assert all(torch.equal(b[k], c[k]) for k in b) and metrics_c == metrics[1]
 
 
 @pytest.mark.parametrize("fault", ["raise", "die", "hang"])
