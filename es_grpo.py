@@ -1060,6 +1060,8 @@ def train_stage(name: str, updates: int, model, tokenizer, train: list[dict], ar
                                               else None, broadcast_buffers=False)
         else:
             trainer = model
+            if args.grpo_fsdp:
+                log("grpo: --grpo-fsdp shards over torchrun ranks; on one process it changes nothing")
         optimizer = torch.optim.AdamW(trainer.parameters(), lr=args.grpo_lr, weight_decay=0.0)
         if resume:
             whole = StateDictOptions(full_state_dict=True)  # every rank read the checkpoint; FSDP keeps its shards
