@@ -194,6 +194,8 @@ def parse_args(argv=None) -> Args:
         (not args.data and args.eval_problems > EVAL_POOL, f"--eval-problems: the built-in set has {EVAL_POOL}"),
         (not 1 <= args.heldout_problems <= EVAL_POOL, f"--heldout-problems must be between 1 and {EVAL_POOL}"),
         (args.grpo_prompts < WORLD_SIZE, f"--grpo-prompts must be at least the number of ranks ({WORLD_SIZE})"),
+        (args.grpo_fsdp and args.grpo_prompts % WORLD_SIZE,  # else ranks make different numbers of sharded passes
+         f"--grpo-fsdp needs --grpo-prompts divisible by the number of ranks ({WORLD_SIZE})"),
         (args.es_batched not in ("auto", "on", "off"), "--es-batched must be auto, on or off"),
         (args.es_batched == "on" and args.es_temperature > 0, "--es-batched on needs greedy ES (--es-temperature 0)"),
         (args.grpo_microbatch < 0, "--grpo-microbatch must not be negative"),
@@ -1046,9 +1048,8 @@ def train_stage(name: str, updates: int, model, tokenizer, train: list[dict], ar
         master = resume["master"] if resume else master_weights(params)
         batch = args.es_prompts
     else:
-        sharded = args.grpo_fsdp and WORLD_SIZE > 1
         reference = copy.deepcopy(model).eval().requires_grad_(False) if args.grpo_beta else None
-        if sharded:
+        if args.grpo_fsdp and WORLD_SIZE > 1:
             trainer = shard(copy.deepcopy(model))
             if reference is not None:
                 shard(reference)
@@ -1240,6 +1241,7 @@ def run(args: Args, generate=rollout) -> dict:
         atomic_write(out / "summary.json", lambda tmp: tmp.write_text(json.dumps(summary, indent=2)))
     print_table(stages)
     if dist.is_initialized():
+        barrier()  # no rank leaves while another still works
         dist.destroy_process_group()
     return summary
 

@@ -1,5 +1,6 @@
 """The real script, by subprocess, with tiny arguments."""
 import json
+import os
 import subprocess
 import sys
 
@@ -64,6 +65,16 @@ def test_paper_preset_resolves_the_papers_settings(tmp_path):
 def test_invalid_flags_exit_2_before_any_work(flags, message, tmp_path):
     result = run_script(*flags, "--out", str(tmp_path / "never"))
     assert result.returncode == 2 and len(result.stderr.splitlines()) == 1 and message in result.stderr
+    assert not (tmp_path / "never").exists()
+
+
+def test_sharded_grpo_needs_prompts_that_split_evenly_over_the_ranks(tmp_path):
+    # parse_args reads WORLD_SIZE as torchrun sets it, before any process group exists
+    result = subprocess.run([sys.executable, str(ROOT / "es_grpo.py"), "--grpo-fsdp", "--grpo-prompts", "3",
+                             "--out", str(tmp_path / "never")], cwd=ROOT, capture_output=True, text=True, timeout=600,
+                            env={**os.environ, "WORLD_SIZE": "2", "RANK": "0"})
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1
+    assert "--grpo-fsdp needs --grpo-prompts divisible by the number of ranks (2)" in result.stderr
     assert not (tmp_path / "never").exists()
 
 

@@ -61,36 +61,34 @@ def test_es_on_two_ranks_ends_bit_identical_to_one_process(tmp_path):
     assert summary["world_size"] == 2 and summary["stages"][1]["sequences"] == 3 * 5 * 4
 
 
-def test_grpo_on_two_ranks_matches_one_process_within_1e_5(tmp_path):
-    a, b, base, metrics, _ = one_process_and_two_ranks("grpo", tmp_path)
+@pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
+def test_grpo_on_two_ranks_matches_one_process_within_1e_5(tmp_path, parallel):
+    a, b, base, metrics, two = one_process_and_two_ranks("grpo", tmp_path, *["--grpo-fsdp"] * (parallel == "fsdp"))
     moved, apart = (max(float((a[k] - other[k]).abs().max()) for k in a) for other in (base, b))
-    print(f"GRPO, 3 updates: 2 ranks vs 1 process differ by {apart:.1e} at most; the updates moved weights {moved:.1e}")
+    print(f"GRPO ({parallel}), 3 updates: 2 ranks vs 1 process differ by {apart:.1e} at most; "
+          f"the updates moved weights {moved:.1e}")
     assert moved > 1e-5  # the tolerance is small against the update
     assert apart < 1e-5
     assert [m["reward"] for m in metrics[0]] == [m["reward"] for m in metrics[1]]  # the same samples, row for row
+    assert ("grpo: FSDP over 2 ranks, this rank holds 5" in two.stdout) == (parallel == "fsdp")  # 50-51%: sharded
 
 
-def test_grpo_with_fsdp_matches_one_process_and_resumes_exactly(tmp_path):
-    a, b, base, metrics, two = one_process_and_two_ranks("grpo", tmp_path, "--grpo-fsdp", "--save-every", "1")
-    assert "grpo: FSDP over 2 ranks, this rank holds 5" in two.stdout  # 50-51%: it did shard
-    moved, apart = (max(float((a[k] - other[k]).abs().max()) for k in a) for other in (base, b))
-    print(f"GRPO with FSDP, 3 updates: 2 ranks vs 1 process differ by {apart:.1e} at most; the updates moved {moved:.1e}")
-    assert moved > 1e-5 and apart < 1e-5
-    assert [m["reward"] for m in metrics[0]] == [m["reward"] for m in metrics[1]]
-    # rank 1 fails in update 2; the checkpoint of update 1 holds the sharded AdamW state made whole; --resume
-    # (two ranks, sharded again) ends where the uninterrupted sharded run ended
-    failed, _ = torchrun(ROOT / "tests" / "dist_fault.py", *RUN, "--grpo-fsdp", "--save-every", "1", "--algo", "grpo",
-                         "--dist-timeout", "10", "--out", str(tmp_path / "failed"),
-                         env={**ONE_THREAD, "STEP": "grpo", "FAULT": "raise", "FAULT_AT": "2"})
+def test_sharded_grpo_stopped_by_a_fault_resumes_to_the_uninterrupted_weights(tmp_path):
+    flags = [*RUN, "--algo", "grpo", "--grpo-fsdp", "--save-every", "1"]
+    whole, _ = torchrun(ROOT / "scale" / "train.py", *flags, "--out", str(tmp_path / "whole"))
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    failed, _ = torchrun(ROOT / "tests" / "dist_fault.py", *flags, "--dist-timeout", "10", "--out", str(tmp_path / "failed"),
+                         env={**ONE_THREAD, "STEP": "grpo", "FAULT": "raise", "FAULT_AT": "2"})  # rank 1, update 2
     assert failed.returncode != 0
     checkpoint = torch.load(tmp_path / "failed" / "checkpoint.pt", weights_only=False)["stage_state"]
     assert checkpoint["update"] == 1
-    state = checkpoint["optimizer"]["state"]
+    a, metrics_a = weights_and_metrics(tmp_path / "whole", "grpo")
+    state = checkpoint["optimizer"]["state"]  # AdamW's moments made whole, keyed by parameter name
     assert state and all(state[k]["exp_avg"].shape == a[k].shape for k in state)
     resumed, _ = torchrun(ROOT / "scale" / "train.py", "--resume", str(tmp_path / "failed"))
     assert resumed.returncode == 0, resumed.stderr[-2000:]
-    c, metrics_c = weights_and_metrics(tmp_path / "failed", "grpo")
-    assert all(torch.equal(b[k], c[k]) for k in b) and metrics_c == metrics[1]
+    b, metrics_b = weights_and_metrics(tmp_path / "failed", "grpo")
+    assert all(torch.equal(a[k], b[k]) for k in a) and metrics_a == metrics_b
 
 
 @pytest.mark.parametrize("fault", ["raise", "die", "hang"])
