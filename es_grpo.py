@@ -46,6 +46,7 @@ import argparse
 import contextlib
 import copy
 import dataclasses
+import gc
 import inspect
 import json
 import math
@@ -1241,7 +1242,7 @@ def run(args: Args, generate=rollout) -> dict:
         atomic_write(out / "summary.json", lambda tmp: tmp.write_text(json.dumps(summary, indent=2)))
     print_table(stages)
     if dist.is_initialized():
-        barrier()  # no rank leaves while another still works
+        gc.collect()  # FSDP modules live in reference cycles; alive past the group, gloo aborts the exit
         dist.destroy_process_group()
     return summary
 
