@@ -1231,6 +1231,8 @@ def run(args: Args, generate=rollout) -> dict:
             offset = sum(u for _, u in schedule[:index])
             cost = train_stage(name, updates, model, tokenizer, train, args, metrics, offset, resume,
                                lambda stage_state: save(index, stage_state), generate)
+            gc.collect()  # a sharded stage's FSDP modules sit in reference cycles: free their shards now, and
+            # before the process group goes (gloo can abort the exit if they outlive it)
             if IS_MAIN_RANK:
                 model.save_pretrained(out / f"stage{index + 1}-{name}")
                 tokenizer.save_pretrained(out / f"stage{index + 1}-{name}")
@@ -1242,7 +1244,6 @@ def run(args: Args, generate=rollout) -> dict:
         atomic_write(out / "summary.json", lambda tmp: tmp.write_text(json.dumps(summary, indent=2)))
     print_table(stages)
     if dist.is_initialized():
-        gc.collect()  # FSDP modules live in reference cycles; alive past the group, gloo aborts the exit
         dist.destroy_process_group()
     return summary
 
