@@ -24,7 +24,7 @@ import numpy as np
 import torch
 
 import es_grpo
-from es_grpo import Args, evaluate, evaluation_sets, load_model, log, rollout, score
+from es_grpo import Args, evaluate, evaluation_sets, load_model, log, markdown_table, rollout, score
 
 EVAL_FLAGS = ("data", "eval_data", "task", "eval_split", "eval_problems", "heldout_problems", "eval_samples",
               "eval_temperature", "eval_top_p", "max_new_tokens", "rollout_batch", "device", "dtype", "seed")
@@ -69,20 +69,13 @@ def evaluate_model(model, tokenizer, args: Args) -> dict:
     problems and on each held-out task family."""
     _, evaluation, heldout = evaluation_sets(args, tokenizer)
     ks = curve_ks(args.eval_samples)
-    result = {"problems": len(evaluation), **evaluate(model, tokenizer, evaluation, args, args.seed, ks, ks, progress=True),
+    result = {"problems": len(evaluation),
+              **evaluate(model, tokenizer, evaluation, args, args.seed, ks, ks, progress=True),
               "greedy": greedy_accuracy(model, tokenizer, evaluation, args)}
     for task, problems in heldout.items():
         result[f"heldout_{task}"] = {**evaluate(model, tokenizer, problems, args, args.seed, ks, ks, progress=True),
                                      "greedy": greedy_accuracy(model, tokenizer, problems, args)}
     return result
-
-
-def markdown_table(rows: dict[str, dict], columns: list[str], label: str = "model") -> str:
-    lines = [f"| {label} | " + " | ".join(columns) + " |", "|" + "---|" * (len(columns) + 1)]
-    for name, row in rows.items():
-        cells = [f"{row[c]:.3f}" if isinstance(row.get(c), float) else str(row.get(c, "-")) for c in columns]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
 
 
 def grouped_bars(axes, rows: dict[str, dict], columns: list[str]):
@@ -227,9 +220,11 @@ def cmd_sparsity(argv):
                 param.copy_(weights[name])
         result = evaluate(model, tokenizer, evaluation, args, args.seed, (1, k), ())
         gain = full["pass@1"] - rows["tau=inf"]["pass@1"] if rows else float("nan")
-        rows[f"tau={tau:g}"] = {"tau": tau, "sparsity": sparsity, "pass@1": result["pass@1"], f"pass@{k}": result[f"pass@{k}"],
+        rows[f"tau={tau:g}"] = {"tau": tau, "sparsity": sparsity, "pass@1": result["pass@1"],
+                                f"pass@{k}": result[f"pass@{k}"],
                                 "pass@1_kept": result["pass@1"] / full["pass@1"] if full["pass@1"] else float("nan"),
-                                "gain_kept": (result["pass@1"] - rows["tau=inf"]["pass@1"]) / gain if rows and gain > 0 else float("nan")}
+                                "gain_kept": ((result["pass@1"] - rows["tau=inf"]["pass@1"]) / gain
+                                              if rows and gain > 0 else float("nan"))}
     full["base_pass@1"] = rows.pop("tau=inf")["pass@1"]  # every update zeroed: the base model
 
     def plot(axes):
@@ -348,7 +343,8 @@ def cmd_forgetting(argv):
     results = {name: evaluate_model(*load(name, args), args) for name in [namespace.before, *namespace.after]}
     families = [key for key in results[namespace.before] if key.startswith("heldout_")]
     ks = curve_ks(args.eval_samples)
-    deltas = {name: {f"{family[8:]} pass@{k}": results[name][family][f"pass@{k}"] - results[namespace.before][family][f"pass@{k}"]
+    deltas = {name: {f"{family[8:]} pass@{k}": (results[name][family][f"pass@{k}"]
+                                                - results[namespace.before][family][f"pass@{k}"])
                      for family in families for k in (ks[0], ks[-1])} for name in namespace.after}
     columns = list(next(iter(deltas.values())).keys()) if families else []
 
@@ -422,7 +418,8 @@ def population_sweep(out: Path, argv: list[str], populations: list[int], sequenc
         summary = train_run(out / f"sweep-N{population}", [*argv, "--algo", "es", "--es-population", str(population),
                                                            "--es-prompts", str(prompts), "--steps", str(steps)])
         rows[f"N={population}"] = {"population": population, "updates": steps, "sequences": final(summary)["sequences"],
-                                   **{k: final(summary)[k] for k in ("pass@1", "pass@16", "pass@64") if k in final(summary)}}
+                                   **{k: final(summary)[k] for k in ("pass@1", "pass@16", "pass@64")
+                                      if k in final(summary)}}
     return rows
 
 
@@ -434,7 +431,8 @@ def cmd_sweep(argv):
     parser.add_argument("--out", default="evals", help="output folder (runs go to OUT/runs)")
     namespace, run_flags = parser.parse_known_args(argv)  # other flags go to es_grpo.py
     populations = [int(n) for n in namespace.populations.split(",")]
-    rows = population_sweep(Path(namespace.out) / "runs", run_flags, populations, namespace.sequences, namespace.prompts)
+    rows = population_sweep(Path(namespace.out) / "runs", run_flags, populations, namespace.sequences,
+                            namespace.prompts)
 
     def plot(axes):
         for key in ("pass@1", "pass@16", "pass@64"):
@@ -463,20 +461,26 @@ def verdicts(table: dict, drift_rows: dict, sparsity_rows: dict, diversity_row: 
     claims = [("1. ES raises Pass@1 and keeps Pass@K; GRPO's entropy collapses and its Pass@K falls",
                "reproduced" if es_ok and grpo_ok else "not reproduced",
                f"Pass@1 / {top} / entropy: base {base['pass@1']:.3f} / {base[top]:.3f} / {base['entropy']:.3f}, "
-               f"ES {es['pass@1']:.3f} / {es[top]:.3f} / {es['entropy']:.3f}, GRPO {grpo['pass@1']:.3f} / {grpo[top]:.3f} / {grpo['entropy']:.3f}")]
+               f"ES {es['pass@1']:.3f} / {es[top]:.3f} / {es['entropy']:.3f}, "
+               f"GRPO {grpo['pass@1']:.3f} / {grpo[top]:.3f} / {grpo['entropy']:.3f}")]
     gain, predicted = diversity_row["measured_gain"], diversity_row["predicted_gain"]
     claims.append(("2. The ES population's JS diversity explains its higher Pass@K",
-                   "reproduced" if gain > 0 and predicted > 0 and diversity_row["js_succ"] <= diversity_row["js_pol"] else "not reproduced",
-                   f"JS_succ {diversity_row['js_succ']:.3f} <= JS_pol {diversity_row['js_pol']:.3f}; predicted coverage gain "
+                   "reproduced" if gain > 0 and predicted > 0 and diversity_row["js_succ"] <= diversity_row["js_pol"]
+                   else "not reproduced",
+                   f"JS_succ {diversity_row['js_succ']:.3f} <= JS_pol {diversity_row['js_pol']:.3f}; "
+                   "predicted coverage gain "
                    f"{predicted:.3f}, measured population-vs-centre Pass@N gain {gain:.3f}"))
     both = grpo_es["pass@1"] >= grpo["pass@1"] - 0.01 and grpo_es[top] >= es[top] - 0.02
     claims.append(("3. GRPO->ES combines GRPO's Pass@1 with ES's Pass@K", "reproduced" if both else "not reproduced",
-                   f"GRPO->ES Pass@1 {grpo_es['pass@1']:.3f} (GRPO {grpo['pass@1']:.3f}), {top} {grpo_es[top]:.3f} (ES {es[top]:.3f})"))
+                   f"GRPO->ES Pass@1 {grpo_es['pass@1']:.3f} (GRPO {grpo['pass@1']:.3f}), "
+                   f"{top} {grpo_es[top]:.3f} (ES {es[top]:.3f})"))
     ratio = next(iter(drift_rows["ratio"].values()), float("nan"))
     sparse = [r for r in sparsity_rows.values() if 0.5 <= r["sparsity"] < 1 and r["gain_kept"] >= 0.8]
     claims.append(("4. ES drifts far (about 40x GRPO) but its gain lives in a sparse set of large updates",
-                   "reproduced" if ratio >= 10 and sparse else "partly reproduced" if ratio > 1 and sparse else "not reproduced",
-                   f"ES/GRPO drift ratio {ratio:.1f}; " + (f"tau {sparse[-1]['tau']:g} zeroes {100 * sparse[-1]['sparsity']:.0f}% "
+                   "reproduced" if ratio >= 10 and sparse else "partly reproduced" if ratio > 1 and sparse
+                   else "not reproduced",
+                   f"ES/GRPO drift ratio {ratio:.1f}; "
+                   + (f"tau {sparse[-1]['tau']:g} zeroes {100 * sparse[-1]['sparsity']:.0f}% "
                    f"of the update keeping {100 * sparse[-1]['gain_kept']:.0f}% of its Pass@1 gain" if sparse
                    else "no tau zeroed half the update while keeping 80% of the Pass@1 gain")))
     held = f"heldout_pass@{k}"
@@ -522,21 +526,26 @@ def cmd_reproduce(argv):
     population = 4 if quick else Args.es_population
     diversity_rows = cmd_diversity(["tiny", "--population", str(population), "--samples", "2" if quick else "8",
                                     *eval_flags, "--out", str(analyses_out / "diversity")])
-    cmd_curves([str(runs / f"{algo}-s{seed}") for algo in ("grpo", "es", "grpo-es", "es-grpo")] + ["--out", str(analyses_out / "curves")])
+    cmd_curves([str(runs / f"{algo}-s{seed}") for algo in ("grpo", "es", "grpo-es", "es-grpo")]
+               + ["--out", str(analyses_out / "curves")])
     sweep = population_sweep(out / "runs", common, [2, 4] if quick else [8, 16, 32],
                              sequences=64 if quick else 32 * 64 * 25, prompts=8 if quick else 64)
     claims = verdicts(table, drift_rows, sparsity_rows, next(iter(diversity_rows.values())), sweep)
     lines = ["# Reproduction report (tiny scale)", "",
              f"Command: `python eval.py reproduce {' '.join(argv)}`; seeds {seeds}; {steps} updates per schedule "
-             f"(two-stage schedules: half each); settings: the tiny preset of es_grpo.py{' with ' + ' '.join(common) if common else ''}. "
+             "(two-stage schedules: half each); settings: the tiny preset of es_grpo.py"
+             f"{' with ' + ' '.join(common) if common else ''}. "
              "Pass@K on the `test` split at temperature 0.6; mean ± sample std over seeds.", "",
              "| run | " + " | ".join(columns + ["sequences"]) + " |", "|" + "---|" * (len(columns) + 2)]
     for name, row in table.items():
-        lines.append(f"| {name} | " + " | ".join(mean_std(row[c]) if c in row else "-" for c in columns + ["sequences"]) + " |")
+        cells = (mean_std(row[c]) if c in row else "-" for c in columns + ["sequences"])
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
     lines += ["", "## Claims", "", "| claim | verdict | numbers |", "|---|---|---|"]
     lines += [f"| {claim} | **{verdict}** | {evidence} |" for claim, verdict, evidence in claims]
-    lines += ["", "## Population sweep (equal sequences)", "", markdown_table(sweep, ["updates", "sequences", "pass@1", "pass@16", "pass@64"], "population"),
-              "", "## Plots", ""] + [f"![{name}](analyses/{name}/{name}.png)" for name in ("drift", "sparsity", "diversity", "curves")]
+    lines += ["", "## Population sweep (equal sequences)", "",
+              markdown_table(sweep, ["updates", "sequences", "pass@1", "pass@16", "pass@64"], "population"),
+              "", "## Plots", ""]
+    lines += [f"![{name}](analyses/{name}/{name}.png)" for name in ("drift", "sparsity", "diversity", "curves")]
     (out / "REPORT.md").write_text("\n".join(lines) + "\n")
     (out / "report.json").write_text(json.dumps({"seeds": seeds, "steps": steps, "table": table, "claims": claims,
                                                  "sweep": sweep}, indent=2))
@@ -544,7 +553,8 @@ def cmd_reproduce(argv):
     return claims
 
 
-COMMANDS = {"reproduce": cmd_reproduce, "sweep": cmd_sweep, "drift": cmd_drift, "sparsity": cmd_sparsity, "diversity": cmd_diversity, "forgetting": cmd_forgetting,
+COMMANDS = {"reproduce": cmd_reproduce, "sweep": cmd_sweep, "drift": cmd_drift, "sparsity": cmd_sparsity,
+            "diversity": cmd_diversity, "forgetting": cmd_forgetting,
             "curves": cmd_curves}
 
 if __name__ == "__main__":

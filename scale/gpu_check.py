@@ -11,6 +11,7 @@ over the updates after the first (warm-up).
 """
 from __future__ import annotations
 
+import functools
 import resource
 import statistics
 import sys
@@ -71,17 +72,17 @@ def main(argv=None):
         params = list(model.parameters())
         if algo == "es":
             master = es_grpo.master_weights(params)
-            step = lambda seed: es_grpo.es_step(model, params, master, tokenizer, problems, args, seed)
+            step = functools.partial(es_grpo.es_step, model, params, master, tokenizer, problems, args)
         else:
             reference = build(check, torch.float32, device).requires_grad_(False)
             optimizer = torch.optim.AdamW(params, lr=args.grpo_lr)
-            step = lambda seed: es_grpo.grpo_step(model, reference, optimizer, tokenizer, problems, args, seed)
+            step = functools.partial(es_grpo.grpo_step, model, reference, optimizer, tokenizer, problems, args)
         if device.startswith("cuda"):
             torch.cuda.reset_peak_memory_stats()
         timings = []
         for update in range(check.updates):
             tick = time.time()
-            stats = step(update)
+            stats = step(seed=update)
             if device.startswith("cuda"):
                 torch.cuda.synchronize()
             timings.append((time.time() - tick, stats["sequences"], stats["tokens"]))

@@ -1,24 +1,27 @@
-"""ES and GRPO on full-size models over many GPUs: es_grpo.py under torchrun, with vLLM rollouts if asked.
+"""ES and GRPO on full-size models over many GPUs: es_grpo.run under torchrun, with vLLM rollouts if asked.
 
     torchrun --nproc_per_node=8 scale/train.py --model Qwen/Qwen2.5-1.5B-Instruct --data gsm8k_train.jsonl \\
         --algo es --preset paper --rollout vllm
     torchrun --nnodes=2 --nproc_per_node=8 --rdzv-backend=c10d --rdzv-endpoint=HOST:29500 --rdzv-id=run1 \\
         scale/train.py ...                         # the same command on every node
     torchrun --nproc_per_node=2 scale/train.py --algo es --steps 4    # CPU, gloo, the shipped tiny model
+    torchrun --nproc_per_node=2 scale/train.py --resume runs/es-s0     # its scale flags come from the run folder
 
-All of the algorithm is es_grpo.py: ES ranks split the population by seed and exchange scores, GRPO ranks
-split the prompts under DDP, every rank checks that all hold the same weights (es_grpo.py, "distributed").
-This file adds the choice of rollout engine. See scale/README.md for the recipes and memory.
+All of the algorithm is es_grpo.py; this file picks its two hooks: `ranks` (scale/distributed.py: process
+groups, DDP or FSDP for GRPO, weight-agreement checks) and `generate` (es_grpo.rollout, or vLLM). Its own
+flags are saved in the run folder's config.json, so --resume continues with them. See scale/README.md.
 """
 from __future__ import annotations
 
 import json
+import os
 import sys
 from dataclasses import dataclass
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import es_grpo  # noqa: E402
+from distributed import Torchrun  # noqa: E402
 from es_grpo import dataclass_parser, flag  # noqa: E402
 
 
@@ -26,32 +29,56 @@ from es_grpo import dataclass_parser, flag  # noqa: E402
 class ScaleArgs:
     """What scale/train.py adds to the flags of es_grpo.py (python es_grpo.py --help lists those)."""
 
-    rollout: str = flag("hf", "rollout engine: hf (es_grpo.rollout, transformers) or vllm (one engine per rank)")
-    vllm_memory: float = flag(0.5, "share of GPU memory vLLM may take; the rest holds the trainer's model and optimizer")
+    rollout: str = flag("hf", "rollout engine: hf (es_grpo.rollout, transformers) or vllm (one engine per rank)",
+                        ("hf", "vllm"))
+    vllm_memory: float = flag(0.5, "share of GPU memory vLLM may take; the rest holds the trainer's model and "
+                                   "optimizer")
     vllm_max_len: int = flag(0, "vLLM max_model_len, prompt plus completion (0: the model's own)")
+    grpo_fsdp: bool = flag(False, "shard GRPO's trained weights, gradients, AdamW states and reference over the "
+                                  "ranks (FSDP2) instead of DDP; rollouts use a whole copy")
+    check_every: int = flag(1, "updates between checks that all ranks hold identical weights (0: at stage ends)")
+    dist_timeout: int = flag(600, "seconds a rank waits for the others before it gives up")
 
 
-def main(argv=None):
-    parser = dataclass_parser(ScaleArgs, "scale/train.py", epilog="Every other flag is es_grpo.py's.")
+def saved_config(argv: list[str]) -> dict | None:
+    """The config.json of the run folder that --resume names, if any and readable (es_grpo.run reports the rest)."""
+    folder = next((a.split("=", 1)[1] for a in argv if a.startswith("--resume=")), None)
+    if "--resume" in argv and argv.index("--resume") + 1 < len(argv):
+        folder = argv[argv.index("--resume") + 1]
+    try:
+        return json.loads((Path(folder) / "config.json").read_text()) if folder else None
+    except (OSError, ValueError):
+        return None
+
+
+def main(argv=None, launcher=Torchrun):
+    argv = sys.argv[1:] if argv is None else argv
+    parser = dataclass_parser(ScaleArgs, "scale/train.py", epilog="Every other flag is es_grpo.py's.",
+                              allow_abbrev=False)
+    saved = saved_config(argv)
+    if saved and saved.get("scale"):
+        parser.set_defaults(**saved["scale"])
     scale, rest = parser.parse_known_args(argv)
-    if scale.rollout not in ("hf", "vllm"):
-        parser.error(f"--rollout: unknown {scale.rollout!r} (choose from hf, vllm)")
-    if not 0 < scale.vllm_memory < 1:
-        parser.error("--vllm-memory must be in (0, 1)")
     args = es_grpo.parse_args(rest)
+    config = saved or vars(args)  # the settings this run will actually use
+    world = int(os.environ.get("WORLD_SIZE", "1"))
+    for bad, message in [
+        (not 0 < scale.vllm_memory < 1, "--vllm-memory must be in (0, 1)"),
+        (scale.check_every < 0 or scale.dist_timeout < 1,
+         "--check-every must not be negative, --dist-timeout positive"),
+        (config["grpo_prompts"] < world, f"--grpo-prompts must be at least the number of ranks ({world})"),
+        (scale.grpo_fsdp and config["grpo_prompts"] % world,  # else ranks make different numbers of sharded passes
+         f"--grpo-fsdp needs --grpo-prompts divisible by the number of ranks ({world})")]:
+        if bad:
+            parser.error(message)
     generate = es_grpo.rollout
     if scale.rollout == "vllm":
         from vllm_rollout import VLLMRollout
 
-        saved = vars(args)
-        if args.resume:  # the engine serves the model the run was started with
-            try:
-                saved = json.loads((Path(args.resume) / "config.json").read_text())
-            except (OSError, ValueError):
-                pass  # es_grpo.run reports the unreadable run folder
-        generate = VLLMRollout.launch(saved["model"] or str(es_grpo.TINY_MODEL), saved["dtype"], scale.vllm_memory,
-                                      scale.vllm_max_len, saved["seed"])
-    es_grpo.run(args, generate)
+        generate = VLLMRollout.launch(config["model"] or str(es_grpo.TINY_MODEL), config["dtype"], scale.vllm_memory,
+                                      scale.vllm_max_len, config["seed"])
+    ranks = launcher(scale.grpo_fsdp, scale.check_every, scale.dist_timeout, config=vars(scale))
+    return es_grpo.run(args, generate, ranks)
 
 
 if __name__ == "__main__":

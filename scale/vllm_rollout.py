@@ -59,7 +59,8 @@ class VLLMRollout:
         try:
             from vllm import LLM, SamplingParams
         except ImportError:
-            raise SystemExit("--rollout vllm: vLLM is not installed (pip install -r scale/requirements.txt, on a CUDA machine)")
+            raise SystemExit("--rollout vllm: vLLM is not installed (pip install -r scale/requirements.txt, "
+                             "on a CUDA machine)")
 
         def make_engine():
             return LLM(model=model, dtype=dtype, gpu_memory_utilization=memory, max_model_len=max_len or None,

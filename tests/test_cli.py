@@ -45,7 +45,8 @@ def test_paper_preset_resolves_the_papers_settings(tmp_path):
     import es_grpo
     args = es_grpo.parse_args(["--preset", "paper", "--es-population", "16"])
     assert (args.es_population, args.es_sigma, args.es_alpha, args.es_prompts) == (16, 1.5e-3, 2.5e-4, 64)
-    assert (args.grpo_group, args.grpo_lr, args.grpo_beta, args.grpo_clip, args.eval_temperature) == (8, 1e-6, 1e-3, 0.2, 0.6)
+    assert (args.grpo_group, args.grpo_lr, args.grpo_beta, args.grpo_clip, args.eval_temperature) == \
+        (8, 1e-6, 1e-3, 0.2, 0.6)
 
 
 @pytest.mark.parametrize("flags, message", [
@@ -69,8 +70,8 @@ def test_invalid_flags_exit_2_before_any_work(flags, message, tmp_path):
 
 
 def test_sharded_grpo_needs_prompts_that_split_evenly_over_the_ranks(tmp_path):
-    # parse_args reads WORLD_SIZE as torchrun sets it, before any process group exists
-    result = subprocess.run([sys.executable, str(ROOT / "es_grpo.py"), "--grpo-fsdp", "--grpo-prompts", "3",
+    # scale/train.py reads WORLD_SIZE as torchrun sets it, before any process group exists
+    result = subprocess.run([sys.executable, str(ROOT / "scale" / "train.py"), "--grpo-fsdp", "--grpo-prompts", "3",
                              "--out", str(tmp_path / "never")], cwd=ROOT, capture_output=True, text=True, timeout=600,
                             env={**os.environ, "WORLD_SIZE": "2", "RANK": "0"})
     assert result.returncode == 2 and len(result.stderr.splitlines()) == 1
@@ -90,14 +91,15 @@ def test_pretrain_command_builds_a_loadable_model(tmp_path):
 
 def test_jsonl_data_and_a_chat_template_model_from_local_files(tmp_path):
     """The path a real model takes: a local folder with a chat template, math and Countdown JSONL files."""
-    import es_grpo
-    model, tokenizer = es_grpo.build_tiny_model(seed=0)
+    from tiny_model.pretrain import build_tiny_model
+    model, tokenizer = build_tiny_model(seed=0)
     tokenizer.chat_template = ("{% for m in messages %}{{ m['content'] }}{% endfor %}"
                                "{% if add_generation_prompt %}:{% endif %}")
     model.save_pretrained(tmp_path / "chat")
     tokenizer.save_pretrained(tmp_path / "chat")
     math = tmp_path / "math.jsonl"
-    math.write_text("".join(json.dumps({"question": f"{a}+{a}", "answer": f"so #### {2 * a}"}) + "\n" for a in range(10)))
+    math.write_text("".join(json.dumps({"question": f"{a}+{a}", "answer": f"so #### {2 * a}"}) + "\n"
+                            for a in range(10)))
     countdown = tmp_path / "countdown.jsonl"
     countdown.write_text("".join(json.dumps({"numbers": [a, 2, 3], "target": a + 5}) + "\n" for a in range(10)))
     for data, task in ((math, "math"), (countdown, "countdown")):

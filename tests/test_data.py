@@ -4,6 +4,7 @@ import pytest
 
 import es_grpo
 from es_grpo import load_problems
+from tiny_model.tasks import problem_key
 
 
 def write(path, lines):
@@ -37,10 +38,10 @@ def test_missing_model_folder_or_not_a_model(tmp_path):
 
 def test_builtin_training_problems_never_include_evaluation_problems():
     args = es_grpo.Args()
-    model, tokenizer = None, type("T", (), {"chat_template": None})()
+    tokenizer = type("T", (), {"chat_template": None})()
     train, evaluation, heldout = es_grpo.evaluation_sets(args, tokenizer)
-    keys = {es_grpo.problem_key(p) for p in train}
-    assert not keys & {es_grpo.problem_key(p) for p in evaluation}
+    keys = {problem_key(p) for p in train}
+    assert not keys & {problem_key(p) for p in evaluation}
     assert set(heldout) == {"add", "sort"} and len(evaluation) == args.eval_problems
 
 
@@ -56,6 +57,7 @@ def test_model_path_that_does_not_exist_or_is_not_a_causal_lm(tmp_path, monkeypa
 
 def test_tokenizer_without_pad_token_is_handled(tmp_path):
     import shutil
+
     from transformers import AutoTokenizer
     folder = tmp_path / "nopad"
     shutil.copytree(es_grpo.TINY_MODEL, folder)

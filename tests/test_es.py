@@ -1,5 +1,4 @@
 import dataclasses
-import random
 
 import pytest
 import torch
@@ -103,7 +102,7 @@ def test_population_batched_es_scores_and_updates_as_member_by_member(tiny):
     args = es_grpo.Args(es_population=6, es_prompts=16, es_sigma=2e-2)
     one_by_one = es_step_recording_rewards(model, tokenizer, problems, dataclasses.replace(args, es_batched="off"))
     batched = es_step_recording_rewards(model, tokenizer, problems,
-                                        dataclasses.replace(args, es_batched="on", rollout_batch=32))  # 2 members a batch
+                                        dataclasses.replace(args, es_batched="on", rollout_batch=32))  # 2 a batch
     same_text = sum(a == b for a, b in zip(one_by_one[3], batched[3])) / len(one_by_one[3])
     assert len(batched[3]) == 6 * 16 and same_text >= 0.99
     assert torch.equal(one_by_one[1], batched[1])  # the same member rewards...
@@ -117,7 +116,8 @@ def test_population_batching_falls_back_for_layers_it_cannot_batch(fresh_tiny):
     problems = es_grpo.generate_problems("countdown", 4, seed=8)
     args = es_grpo.Args(es_population=3, es_prompts=4)
     with pytest.raises(NotImplementedError):
-        with es_grpo.population_forward(model, list(model.parameters()), es_grpo.master_weights(list(model.parameters())),
+        params = list(model.parameters())
+        with es_grpo.population_forward(model, params, es_grpo.master_weights(params),
                                         [1, 2, 3], 1e-2, {}):
             pass
     assert all("forward" not in vars(layer) for layer in model.modules())  # nothing left patched

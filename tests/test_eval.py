@@ -70,8 +70,8 @@ def test_evaluate_command_writes_a_monotone_pass_at_k_curve(tmp_path):
 
 
 def test_weight_and_run_commands_end_to_end(tmp_path):
-    from test_cli import TINY_RUN, run_script
     import es_grpo
+    from test_cli import TINY_RUN, run_script
     run = tmp_path / "run"
     assert run_script(*TINY_RUN, "--out", str(run)).returncode == 0
     model, tokenizer = es_grpo.load_model("")  # a "trained" model that surely moved: one ES perturbation
@@ -82,7 +82,8 @@ def test_weight_and_run_commands_end_to_end(tmp_path):
     tokenizer.save_pretrained(trained)
     for argv, stem in ((["drift", "tiny", trained, str(run / "stage1-grpo")], "drift"),
                        (["sparsity", "tiny", trained, "--taus", "0,1e-3,1"], "sparsity"),
-                       (["diversity", "tiny", "--population", "2", "--samples", "2", "--sigmas", "1e-3,1e-2"], "diversity"),
+                       (["diversity", "tiny", "--population", "2", "--samples", "2", "--sigmas", "1e-3,1e-2"],
+                        "diversity"),
                        (["forgetting", "tiny", trained], "forgetting"),
                        (["curves", str(run)], "curves"),
                        (["sweep", "--populations", "2,4", "--sequences", "16", "--prompts", "2"], "sweep")):
@@ -102,9 +103,10 @@ def test_quick_reproduction_report_end_to_end(tmp_path):
     assert result.returncode == 0, result.stderr[-2000:]
     report = (tmp_path / "REPORT.md").read_text()
     claims = json.loads((tmp_path / "report.json").read_text())["claims"]
-    assert len(claims) == 6 and all(verdict in ("reproduced", "partly reproduced", "not reproduced", "not measurable here")
-                                    for _, verdict, _ in claims)
+    verdicts = ("reproduced", "partly reproduced", "not reproduced", "not measurable here")
+    assert len(claims) == 6 and all(verdict in verdicts for _, verdict, _ in claims)
     for run in ("grpo-s0", "es-s0", "grpo-es-s0", "es-grpo-s0"):
         assert (tmp_path / "runs" / run / "summary.json").exists()
     assert "| grpo-es |" in report and "## Claims" in report
-    assert all((tmp_path / "analyses" / name / f"{name}.png").exists() for name in ("drift", "sparsity", "diversity", "curves"))
+    assert all((tmp_path / "analyses" / name / f"{name}.png").exists()
+               for name in ("drift", "sparsity", "diversity", "curves"))

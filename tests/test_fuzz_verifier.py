@@ -5,11 +5,10 @@ import gc
 import random
 import time
 
-import pytest
-
 from es_grpo import countdown_reward, math_reward
 
-ODD = ["０", "٣", "𝟑", "³", "½", "−", "×", "÷", "O", "l", "ⅰ", "\u200b", "\x00", "🙂", "\\", "{", "}", "e", "E", ".", ",", "_"]
+ODD = ["０", "٣", "𝟑", "³", "½", "−", "×", "÷", "O", "l", "ⅰ", "\u200b", "\x00", "🙂", "\\", "{", "}", "e", "E", ".",
+       ",", "_"]
 OPERATORS = ["+", "-", "*", "/", "**", "//", "%", "^", "(", ")", " ", "=", "==", "<<", "@"]
 LIMIT_S = 0.01  # the issue's limit per verifier call
 TAGS = ["<answer>", "</answer>", "\\boxed{", "}", "####", "\n"]
@@ -70,7 +69,7 @@ def test_fuzzed_completions(request, monkeypatch):
     gc.collect()
     gc.disable()  # a collection of other tests' objects is not the verifier's cost
     try:
-        for i in range(count):
+        for _ in range(count):
             text = completion(rng)
             numbers = [rng.choice([1, 2, 3, 5, 7, 8, 12]) for _ in range(rng.randint(1, 4))]
             target, reference = rng.randint(-5, 100), rng.choice(["#### 24", "7", "-3", "1,000", "0.5"])

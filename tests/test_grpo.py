@@ -71,7 +71,8 @@ def test_grpo_step_moves_weights_and_reports(fresh_tiny):
     reference = copy.deepcopy(model)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3)
     args = es_grpo.Args(grpo_prompts=4, grpo_group=4)
-    stats = es_grpo.grpo_step(model, reference, optimizer, tokenizer, es_grpo.generate_problems("countdown", 4, seed=3), args, seed=0)
+    problems = es_grpo.generate_problems("countdown", 4, seed=3)
+    stats = es_grpo.grpo_step(model, reference, optimizer, tokenizer, problems, args, seed=0)
     assert stats["sequences"] == 16 and 0 <= stats["zero_std_frac"] <= 1 and stats["kl"] == pytest.approx(0, abs=1e-6)
     assert any(not torch.equal(a, b) for a, b in zip(model.parameters(), reference.parameters()))
 
@@ -113,6 +114,7 @@ def test_groups_sharing_a_prompt_give_the_same_log_probs_from_one_prompt_pass(ti
     with torch.no_grad():
         (plain, plain_entropy), (shared, shared_entropy) = (es_grpo.token_logprobs(model, roll, 1.0, g) for g in (1, 4))
     mask = roll.completion_mask.bool()
-    print(f"shared prompt pass, {max_new_tokens} tokens: log-probs differ by {float((plain - shared)[mask].abs().max()):.1e}")
+    apart = float((plain - shared)[mask].abs().max())
+    print(f"shared prompt pass, {max_new_tokens} tokens: log-probs differ by {apart:.1e}")
     assert torch.allclose(plain[mask], shared[mask], atol=1e-4) and torch.allclose(plain_entropy[mask],
                                                                                    shared_entropy[mask], atol=1e-4)

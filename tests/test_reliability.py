@@ -48,7 +48,9 @@ def test_sigkill_then_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path):
     assert expected.keys() == got.keys() and all(torch.equal(expected[k], got[k]) for k in expected)
     assert metrics_without_timing(killed) == metrics_without_timing(reference)  # each update exactly once
     assert [m["update"] for m in metrics_without_timing(killed)] == [1, 2, 3, 4, 5, 6]
-    summary = lambda out: [{k: v for k, v in s.items() if k != "seconds"} for s in json.loads((out / "summary.json").read_text())["stages"]]
+    def summary(out):
+        return [{k: v for k, v in s.items() if k != "seconds"}
+                for s in json.loads((out / "summary.json").read_text())["stages"]]
     assert summary(killed) == summary(reference)
 
 

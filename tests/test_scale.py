@@ -46,7 +46,8 @@ def one_process_and_two_ranks(algo, tmp_path, *two_rank_flags):
     """Final weights of the tiny model trained by one process and by two gloo ranks; the base weights; metrics."""
     one = single(*RUN, "--algo", algo, "--out", str(tmp_path / "one"))
     assert one.returncode == 0, one.stderr[-2000:]
-    two, _ = torchrun(ROOT / "scale" / "train.py", *RUN, *two_rank_flags, "--algo", algo, "--out", str(tmp_path / "two"))
+    two, _ = torchrun(ROOT / "scale" / "train.py", *RUN, *two_rank_flags, "--algo", algo,
+                      "--out", str(tmp_path / "two"))
     assert two.returncode == 0, two.stderr[-2000:]
     (a, metrics_a), (b, metrics_b) = (weights_and_metrics(tmp_path / run, algo) for run in ("one", "two"))
     return a, b, load_file(ROOT / "tiny_model" / "model.safetensors"), [metrics_a, metrics_b], two
@@ -77,7 +78,8 @@ def test_sharded_grpo_stopped_by_a_fault_resumes_to_the_uninterrupted_weights(tm
     flags = [*RUN, "--algo", "grpo", "--grpo-fsdp", "--save-every", "1"]
     whole, _ = torchrun(ROOT / "scale" / "train.py", *flags, "--out", str(tmp_path / "whole"))
     assert whole.returncode == 0, whole.stderr[-2000:]
-    failed, _ = torchrun(ROOT / "tests" / "dist_fault.py", *flags, "--dist-timeout", "10", "--out", str(tmp_path / "failed"),
+    failed, _ = torchrun(ROOT / "tests" / "dist_fault.py", *flags, "--dist-timeout", "10",
+                         "--out", str(tmp_path / "failed"),
                          env={**ONE_THREAD, "STEP": "grpo", "FAULT": "raise", "FAULT_AT": "2"})  # rank 1, update 2
     assert failed.returncode != 0
     checkpoint = torch.load(tmp_path / "failed" / "checkpoint.pt", weights_only=False)["stage_state"]
@@ -96,7 +98,8 @@ def test_sharded_grpo_stopped_by_a_fault_resumes_to_the_uninterrupted_weights(tm
 
 @pytest.mark.parametrize("fault", ["raise", "die", "hang"])
 def test_a_rank_that_fails_makes_every_rank_exit_nonzero_in_bounded_time(tmp_path, fault):
-    result, seconds = torchrun(ROOT / "tests" / "dist_fault.py", *RUN, "--algo", "es", "--steps", "4", "--save-every", "1",
+    result, seconds = torchrun(ROOT / "tests" / "dist_fault.py", *RUN, "--algo", "es", "--steps", "4",
+                               "--save-every", "1",
                                "--dist-timeout", "10", "--out", str(tmp_path / "run"),
                                env={**ONE_THREAD, "FAULT": fault, "FAULT_AT": "2"})
     print(f"{fault}: exit {result.returncode} after {seconds:.1f}s")
@@ -194,7 +197,8 @@ def test_the_engine_gets_the_weights_of_each_grpo_step(fresh_tiny):
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.grpo_lr)
     for step in range(2):
         stats = es_grpo.grpo_step(model, reference, optimizer, tokenizer,
-                                  es_grpo.generate_problems("countdown", 2, seed=step), args, seed=step, generate=backend)
+                                  es_grpo.generate_problems("countdown", 2, seed=step), args, seed=step,
+                                  generate=backend)
         assert all(torch.isfinite(torch.tensor(stats[k])) for k in ("loss", "kl", "entropy"))
     assert engine.generated_with[0] != engine.generated_with[1]  # step 2 sampled from the stepped weights
     backend(model, tokenizer, ["C3,5,7=56:"], max_new_tokens=1)
@@ -232,7 +236,8 @@ def test_population_batched_es_matches_member_by_member_on_the_gpu():
 
 
 @needs_cuda
-@pytest.mark.skipif(__import__("importlib").util.find_spec("vllm") is None, reason="needs vLLM (scale/requirements.txt)")
+@pytest.mark.skipif(__import__("importlib").util.find_spec("vllm") is None,
+                    reason="needs vLLM (scale/requirements.txt)")
 def test_vllm_engine_decodes_as_the_hf_rollout(monkeypatch):
     for name, value in (("RANK", "0"), ("LOCAL_RANK", "0"), ("WORLD_SIZE", "1"), ("MASTER_ADDR", "127.0.0.1"),
                         ("MASTER_PORT", "29517")):
