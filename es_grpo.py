@@ -216,7 +216,7 @@ def load_model(name: str = "", device: str = "cpu", dtype: str = "float32"):
 # matched and parsed, never run as code, and bounded in length and nesting: any completion costs microseconds.
 
 MAX_EXPR_CHARS, MAX_DEPTH, MAX_NUMBER_CHARS = 256, 32, 64
-EXPRESSION, EXPR_TOKEN = re.compile(r"(?:\s*(?:[0-9]+|[-+*/()]))*"), re.compile(r"[0-9]+|[-+*/()]")
+EXPRESSION, EXPR_TOKEN = re.compile(r"[\s0-9+\-*/()]*"), re.compile(r"[0-9]+|[-+*/()]")  # one pass each
 ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S)
 NUMBER = re.compile(r"-?[0-9][0-9,]*(?:\.[0-9]+)?")
 
