@@ -63,6 +63,13 @@ log = tqdm.write  # prints above a progress bar instead of through it
 def flag(default, help, choices=None):
     return field(default=default, metadata={"help": help, "choices": choices})
 
+PRESETS = {
+    "tiny": {},
+    "paper": dict(es_population=32, es_sigma=1.5e-3, es_alpha=2.5e-4, es_prompts=64, es_temperature=0.0,
+                  grpo_prompts=64, grpo_group=8, grpo_lr=1e-6, grpo_temperature=1.0, grpo_clip=0.2,
+                  grpo_beta=1e-3, max_new_tokens=1024, rollout_batch=512, eval_problems=500),
+}
+
 @dataclass
 class Args:
     """Every hyperparameter of a run; each field is a command-line flag."""
@@ -77,7 +84,7 @@ class Args:
     resume: str = flag("", "continue the interrupted run in this folder (its saved config is used)")
     save_every: int = flag(10, "updates between checkpoints (0: only after each stage)")
     seed: int = flag(0, "seed of everything random")
-    preset: str = flag("tiny", "defaults to start from: tiny (CPU, shipped model) or paper")
+    preset: str = flag("tiny", "defaults to start from: tiny (CPU, shipped model) or paper", tuple(PRESETS))
     device: str = flag("auto", "cpu, cuda, ... (auto: cuda if available)")
     dtype: str = flag("float32", "weights dtype (ES's update stays fp32)", ("float32", "bfloat16", "float16"))
     max_new_tokens: int = flag(12, "longest completion, in tokens")
@@ -109,12 +116,6 @@ class Args:
     eval_temperature: float = flag(0.6, "evaluation sampling temperature")
     eval_top_p: float = flag(1.0, "evaluation nucleus (top-p) sampling")
 
-PRESETS = {
-    "tiny": {},
-    "paper": dict(es_population=32, es_sigma=1.5e-3, es_alpha=2.5e-4, es_prompts=64, es_temperature=0.0,
-                  grpo_prompts=64, grpo_group=8, grpo_lr=1e-6, grpo_temperature=1.0, grpo_clip=0.2,
-                  grpo_beta=1e-3, max_new_tokens=1024, rollout_batch=512, eval_problems=500),
-}
 PASS_KS, MAJ_K = (1, 16, 64), 16
 TABLE_COLUMNS = ("pass@1 pass@16 pass@64 maj@16 entropy heldout_pass@64 sequences tokens seconds").split()
 
@@ -136,10 +137,7 @@ def dataclass_parser(cls, prog=None, description=None, only=None, **kwargs) -> a
 def parse_args(argv=None) -> Args:
     """Flags override the preset, which overrides the dataclass defaults."""
     parser = dataclass_parser(Args)
-    preset = parser.parse_known_args(argv)[0].preset
-    if preset not in PRESETS:
-        parser.error(f"--preset: unknown preset {preset!r} (choose from {', '.join(PRESETS)})")
-    parser.set_defaults(**PRESETS[preset])
+    parser.set_defaults(**PRESETS[parser.parse_known_args(argv)[0].preset])
     a = Args(**vars(parser.parse_args(argv)))
     counts = (a.es_prompts, a.grpo_prompts, a.eval_problems, a.max_new_tokens, a.rollout_batch, a.grpo_epochs)
     for bad, message in [

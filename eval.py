@@ -557,6 +557,10 @@ COMMANDS = {"reproduce": cmd_reproduce, "sweep": cmd_sweep, "drift": cmd_drift, 
             "diversity": cmd_diversity, "forgetting": cmd_forgetting,
             "curves": cmd_curves}
 
+def main(argv: list[str]):
+    command = COMMANDS.get(argv[0] if argv else "")
+    return command(argv[1:]) if command else cmd_evaluate(argv)
+
+
 if __name__ == "__main__":
-    command = COMMANDS.get(sys.argv[1] if len(sys.argv) > 1 else "")
-    command(sys.argv[2:]) if command else cmd_evaluate(sys.argv[1:])
+    main(sys.argv[1:])

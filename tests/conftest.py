@@ -1,13 +1,39 @@
+import contextlib
+import io
+import os
 import sys
 from pathlib import Path
+from types import SimpleNamespace
 
-import pytest
-import torch
+os.environ.setdefault("HF_HUB_OFFLINE", "1")  # read when huggingface_hub is imported: tests never wait on a hub
+
+import pytest  # noqa: E402
+import torch  # noqa: E402
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
 import es_grpo  # noqa: E402
+
+
+def in_process(main, *argv) -> SimpleNamespace:
+    """main(argv) run in this process, reported as a subprocess would be: returncode, stdout and stderr
+    (a SystemExit with a message prints it and exits 1, as Python does). Saves starting an interpreter and
+    importing torch and transformers for each command."""
+    out, err, code = io.StringIO(), io.StringIO(), 0
+    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+        try:
+            main(list(argv))
+        except SystemExit as exit:
+            if isinstance(exit.code, str):
+                print(exit.code, file=sys.stderr)
+            code = exit.code if isinstance(exit.code, int) else int(exit.code is not None)
+    return SimpleNamespace(returncode=code, stdout=out.getvalue(), stderr=err.getvalue())
+
+
+def run_es_grpo(*argv) -> SimpleNamespace:
+    """`python es_grpo.py ARGV`, in this process."""
+    return in_process(lambda args: es_grpo.run(es_grpo.parse_args(args)), *argv)
 
 
 @pytest.fixture(scope="session")

@@ -1,12 +1,11 @@
-"""The real script, by subprocess, with tiny arguments."""
+"""The command line with tiny arguments: once by subprocess (the real script), otherwise in this process."""
 import json
-import os
 import subprocess
 import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, in_process, run_es_grpo
 
 TINY_RUN = ["--steps", "2", "--es-population", "2", "--es-prompts", "4", "--grpo-prompts", "2", "--grpo-group", "2",
             "--eval-problems", "3", "--heldout-problems", "2", "--eval-samples", "16"]
@@ -36,7 +35,7 @@ def test_end_to_end_run_writes_summary_metrics_and_loadable_checkpoints(tmp_path
     tokenizer = AutoTokenizer.from_pretrained(out / "stage2-es")
     assert tokenizer.decode(tokenizer("C3,5,7=56:").input_ids) == "C3,5,7=56:" and model.num_parameters() > 0
     assert "| base |" in result.stdout and "| es |" in result.stdout
-    again = run_script(*TINY_RUN, "--out", str(out))  # never overwrite a finished run silently
+    again = run_es_grpo(*TINY_RUN, "--out", str(out))  # never overwrite a finished run silently
     assert again.returncode != 0 and "exists" in again.stderr
 
 
@@ -64,23 +63,26 @@ def test_paper_preset_resolves_the_papers_settings(tmp_path):
     (["--grpo-microbatch", "-2"], "--grpo-microbatch"),
 ])
 def test_invalid_flags_exit_2_before_any_work(flags, message, tmp_path):
-    result = run_script(*flags, "--out", str(tmp_path / "never"))
+    result = run_es_grpo(*flags, "--out", str(tmp_path / "never"))
     assert result.returncode == 2 and len(result.stderr.splitlines()) == 1 and message in result.stderr
     assert not (tmp_path / "never").exists()
 
 
-def test_sharded_grpo_needs_prompts_that_split_evenly_over_the_ranks(tmp_path):
+def test_sharded_grpo_needs_prompts_that_split_evenly_over_the_ranks(tmp_path, monkeypatch):
     # scale/train.py reads WORLD_SIZE as torchrun sets it, before any process group exists
-    result = subprocess.run([sys.executable, str(ROOT / "scale" / "train.py"), "--grpo-fsdp", "--grpo-prompts", "3",
-                             "--out", str(tmp_path / "never")], cwd=ROOT, capture_output=True, text=True, timeout=600,
-                            env={**os.environ, "WORLD_SIZE": "2", "RANK": "0"})
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setenv("RANK", "0")
+    sys.path.insert(0, str(ROOT / "scale"))
+    import train
+    result = in_process(train.main, "--grpo-fsdp", "--grpo-prompts", "3", "--out", str(tmp_path / "never"))
     assert result.returncode == 2 and len(result.stderr.splitlines()) == 1
     assert "--grpo-fsdp needs --grpo-prompts divisible by the number of ranks (2)" in result.stderr
     assert not (tmp_path / "never").exists()
 
 
 def test_pretrain_command_builds_a_loadable_model(tmp_path):
-    result = run_script("pretrain", "--steps", "2", "--batch", "8", "--out", str(tmp_path / "m"))
+    from tiny_model.pretrain import main
+    result = in_process(main, "--steps", "2", "--batch", "8", "--out", str(tmp_path / "m"))
     assert result.returncode == 0, result.stderr[-2000:]
     record = json.loads((tmp_path / "m" / "pretrain.json").read_text())
     assert record["steps"] == 2 and record["seed"] == 0 and record["command"].startswith("python es_grpo.py pretrain")
@@ -104,8 +106,8 @@ def test_jsonl_data_and_a_chat_template_model_from_local_files(tmp_path):
     countdown.write_text("".join(json.dumps({"numbers": [a, 2, 3], "target": a + 5}) + "\n" for a in range(10)))
     for data, task in ((math, "math"), (countdown, "countdown")):
         out = tmp_path / task
-        result = run_script(*TINY_RUN, "--model", str(tmp_path / "chat"), "--data", str(data), "--out", str(out),
-                            "--max-new-tokens", "4")
+        result = run_es_grpo(*TINY_RUN, "--model", str(tmp_path / "chat"), "--data", str(data), "--out", str(out),
+                             "--max-new-tokens", "4")
         assert result.returncode == 0, result.stderr[-2000:]
         summary = json.loads((out / "summary.json").read_text())
         assert [s["name"] for s in summary["stages"]] == ["base", "grpo", "es"]

@@ -1,14 +1,12 @@
-"""eval.py: the analyses on hand-built inputs, and each command by subprocess on the shipped model."""
+"""eval.py: the analyses on hand-built inputs, and each command (in this process) on the shipped model."""
 import json
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 import torch
 
 import eval as analyses
-from conftest import ROOT
+from conftest import in_process, run_es_grpo
 from es_grpo import js_succ
 
 
@@ -52,8 +50,7 @@ def test_drift_per_module_kind_on_a_known_delta():
 
 
 def run_eval(*argv):
-    return subprocess.run([sys.executable, str(ROOT / "eval.py"), *argv], cwd=ROOT, capture_output=True, text=True,
-                          timeout=600)
+    return in_process(analyses.main, *argv)
 
 
 SMALL = ["--eval-problems", "4", "--heldout-problems", "3", "--eval-samples", "16"]
@@ -71,9 +68,9 @@ def test_evaluate_command_writes_a_monotone_pass_at_k_curve(tmp_path):
 
 def test_weight_and_run_commands_end_to_end(tmp_path):
     import es_grpo
-    from test_cli import TINY_RUN, run_script
+    from test_cli import TINY_RUN
     run = tmp_path / "run"
-    assert run_script(*TINY_RUN, "--out", str(run)).returncode == 0
+    assert run_es_grpo(*TINY_RUN, "--out", str(run)).returncode == 0
     model, tokenizer = es_grpo.load_model("")  # a "trained" model that surely moved: one ES perturbation
     params = list(model.parameters())
     es_grpo.set_weights(params, [p.detach().float().clone() for p in params], seed=1, sigma=2e-3)

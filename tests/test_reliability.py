@@ -11,6 +11,7 @@ import torch
 from safetensors.torch import load_file
 
 from conftest import ROOT
+from conftest import run_es_grpo
 from test_cli import run_script
 
 RUN = ["--steps", "6", "--es-population", "4", "--es-prompts", "4", "--grpo-prompts", "2", "--grpo-group", "4",
@@ -56,7 +57,7 @@ def test_sigkill_then_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path):
 
 def test_non_finite_weights_stop_the_run_and_keep_the_last_good_checkpoint(tmp_path):
     out = tmp_path / "run"
-    result = run_script(*RUN, "--algo", "grpo", "--grpo-lr", "1e30", "--out", str(out))
+    result = run_es_grpo(*RUN, "--algo", "grpo", "--grpo-lr", "1e30", "--out", str(out))
     assert result.returncode != 0 and "non-finite" in result.stderr.splitlines()[-1]
     checkpoint = torch.load(out / "checkpoint.pt", weights_only=False)
     assert all(torch.isfinite(t).all() for t in checkpoint["model"].values())
@@ -64,14 +65,14 @@ def test_non_finite_weights_stop_the_run_and_keep_the_last_good_checkpoint(tmp_p
 
 
 def test_resume_of_a_folder_that_is_not_a_run_is_a_clear_error(tmp_path):
-    result = run_script("--resume", str(tmp_path))
+    result = run_es_grpo("--resume", str(tmp_path))
     assert result.returncode != 0 and "not a resumable run folder" in result.stderr.splitlines()[-1]
 
 
 def test_same_command_and_seed_give_identical_metrics_and_weights(tmp_path):
     short = [*RUN[:1], "2", *RUN[2:]]  # --steps 2
     for name in ("a", "b"):
-        assert run_script(*short, "--out", str(tmp_path / name)).returncode == 0
+        assert run_es_grpo(*short, "--out", str(tmp_path / name)).returncode == 0
     a, b = final_weights(tmp_path / "a"), final_weights(tmp_path / "b")
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert metrics_without_timing(tmp_path / "a") == metrics_without_timing(tmp_path / "b")
@@ -79,9 +80,9 @@ def test_same_command_and_seed_give_identical_metrics_and_weights(tmp_path):
 
 def test_resume_before_the_first_checkpoint_starts_over_cleanly(tmp_path):
     out = tmp_path / "run"
-    assert run_script(*RUN, "--out", str(out)).returncode == 0
+    assert run_es_grpo(*RUN, "--out", str(out)).returncode == 0
     (out / "checkpoint.pt").unlink()  # as if killed before the first checkpoint was written
     (out / "summary.json").unlink()
-    resumed = run_script("--resume", str(out))
+    resumed = run_es_grpo("--resume", str(out))
     assert resumed.returncode == 0 and "after update 0" in resumed.stdout
     assert [m["update"] for m in metrics_without_timing(out)] == [1, 2, 3, 4, 5, 6]

@@ -14,9 +14,11 @@ import torch
 from safetensors.torch import load_file
 
 import es_grpo
-from conftest import ROOT
+from conftest import ROOT, in_process
 
 sys.path.insert(0, str(ROOT / "scale"))
+import gpu_check  # noqa: E402
+import train  # noqa: E402
 from vllm_rollout import VLLMRollout, WeightSync, completions_to_rollout  # noqa: E402
 
 RUN = ["--steps", "3", "--es-population", "5", "--es-prompts", "4", "--grpo-prompts", "4", "--grpo-group", "4",
@@ -32,8 +34,33 @@ def torchrun(script, *argv, env=ONE_THREAD, timeout=300):
 
 
 def single(*argv):
-    return subprocess.run([sys.executable, str(ROOT / "scale" / "train.py"), *argv], cwd=ROOT, env=ONE_THREAD,
-                          capture_output=True, text=True, timeout=300)
+    """scale/train.py on one process, in this one, with the one thread torchrun gives each rank."""
+    threads = torch.get_num_threads()
+    torch.set_num_threads(1)
+    try:
+        return in_process(train.main, *argv)
+    finally:
+        torch.set_num_threads(threads)
+
+
+@pytest.fixture(scope="module")
+def shared(tmp_path_factory):
+    """shared(ranks, *flags): the folder and result of a run of scale/train.py with RUN and flags on one process
+    (in this one) or two ranks, made once for all the tests that compare against it."""
+    root, made = tmp_path_factory.mktemp("shared"), {}
+
+    def run(ranks: int, *flags):
+        name = f"{ranks}-" + "-".join(flags).replace("--", "")
+        if name not in made:
+            out = ["--out", str(root / name)]
+            made[name] = (single(*RUN, *flags, *out) if ranks == 1 else
+                          torchrun(ROOT / "scale" / "train.py", *RUN, *flags, *out)[0])
+        assert made[name].returncode == 0, made[name].stderr[-2000:]
+        return root / name, made[name]
+    return run
+
+
+SHARDED = ["--algo", "grpo", "--grpo-fsdp", "--save-every", "1"]  # GRPO with FSDP, a checkpoint every update
 
 
 def weights_and_metrics(run, algo):
@@ -42,29 +69,27 @@ def weights_and_metrics(run, algo):
     return load_file(run / f"stage1-{algo}" / "model.safetensors"), metrics
 
 
-def one_process_and_two_ranks(algo, tmp_path, *two_rank_flags):
-    """Final weights of the tiny model trained by one process and by two gloo ranks; the base weights; metrics."""
-    one = single(*RUN, "--algo", algo, "--out", str(tmp_path / "one"))
-    assert one.returncode == 0, one.stderr[-2000:]
-    two, _ = torchrun(ROOT / "scale" / "train.py", *RUN, *two_rank_flags, "--algo", algo,
-                      "--out", str(tmp_path / "two"))
-    assert two.returncode == 0, two.stderr[-2000:]
-    (a, metrics_a), (b, metrics_b) = (weights_and_metrics(tmp_path / run, algo) for run in ("one", "two"))
-    return a, b, load_file(ROOT / "tiny_model" / "model.safetensors"), [metrics_a, metrics_b], two
+def one_process_and_two_ranks(algo, shared, *two_rank_flags):
+    """Final weights of the tiny model trained by one process and by two gloo ranks; the base weights; metrics;
+    the two-rank run's folder and result."""
+    (one_folder, _), (two_folder, two) = shared(1, "--algo", algo), shared(2, "--algo", algo, *two_rank_flags)
+    (a, metrics_a), (b, metrics_b) = (weights_and_metrics(run, algo) for run in (one_folder, two_folder))
+    return a, b, load_file(ROOT / "tiny_model" / "model.safetensors"), [metrics_a, metrics_b], (two_folder, two)
 
 
-def test_es_on_two_ranks_ends_bit_identical_to_one_process(tmp_path):
-    a, b, base, metrics, _ = one_process_and_two_ranks("es", tmp_path)
+def test_es_on_two_ranks_ends_bit_identical_to_one_process(shared):
+    a, b, base, metrics, (folder, _) = one_process_and_two_ranks("es", shared)
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
     assert any(not torch.equal(a[k], base[k]) for k in a)  # it did train
     assert metrics[0] == metrics[1]
-    summary = json.loads((tmp_path / "two" / "summary.json").read_text())
+    summary = json.loads((folder / "summary.json").read_text())
     assert summary["world_size"] == 2 and summary["stages"][1]["sequences"] == 3 * 5 * 4
 
 
 @pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
-def test_grpo_on_two_ranks_matches_one_process_within_1e_5(tmp_path, parallel):
-    a, b, base, metrics, two = one_process_and_two_ranks("grpo", tmp_path, *["--grpo-fsdp"] * (parallel == "fsdp"))
+def test_grpo_on_two_ranks_matches_one_process_within_1e_5(shared, parallel):
+    flags = SHARDED[2:] if parallel == "fsdp" else []  # the sharded run is the fault test's reference too
+    a, b, base, metrics, (_, two) = one_process_and_two_ranks("grpo", shared, *flags)
     moved, apart = (max(float((a[k] - other[k]).abs().max()) for k in a) for other in (base, b))
     print(f"GRPO ({parallel}), 3 updates: 2 ranks vs 1 process differ by {apart:.1e} at most; "
           f"the updates moved weights {moved:.1e}")
@@ -74,17 +99,15 @@ def test_grpo_on_two_ranks_matches_one_process_within_1e_5(tmp_path, parallel):
     assert ("grpo: FSDP over 2 ranks, this rank holds 5" in two.stdout) == (parallel == "fsdp")  # 50-51%: sharded
 
 
-def test_sharded_grpo_stopped_by_a_fault_resumes_to_the_uninterrupted_weights(tmp_path):
-    flags = [*RUN, "--algo", "grpo", "--grpo-fsdp", "--save-every", "1"]
-    whole, _ = torchrun(ROOT / "scale" / "train.py", *flags, "--out", str(tmp_path / "whole"))
-    assert whole.returncode == 0, whole.stderr[-2000:]
-    failed, _ = torchrun(ROOT / "tests" / "dist_fault.py", *flags, "--dist-timeout", "10",
+def test_sharded_grpo_stopped_by_a_fault_resumes_to_the_uninterrupted_weights(tmp_path, shared):
+    whole_folder, _ = shared(2, *SHARDED)
+    failed, _ = torchrun(ROOT / "tests" / "dist_fault.py", *RUN, *SHARDED, "--dist-timeout", "10",
                          "--out", str(tmp_path / "failed"),
                          env={**ONE_THREAD, "STEP": "grpo", "FAULT": "raise", "FAULT_AT": "2"})  # rank 1, update 2
     assert failed.returncode != 0
     checkpoint = torch.load(tmp_path / "failed" / "checkpoint.pt", weights_only=False)["stage_state"]
     assert checkpoint["update"] == 1
-    a, metrics_a = weights_and_metrics(tmp_path / "whole", "grpo")
+    a, metrics_a = weights_and_metrics(whole_folder, "grpo")
     state = checkpoint["optimizer"]["state"]  # AdamW's moments made whole, keyed by parameter name
     assert state and all(state[k]["exp_avg"].shape == a[k].shape for k in state)
     resumed, _ = torchrun(ROOT / "tests" / "dist_fault.py", "--resume", str(tmp_path / "failed"),
@@ -206,10 +229,8 @@ def test_the_engine_gets_the_weights_of_each_grpo_step(fresh_tiny):
 
 
 def test_gpu_check_script_runs_its_code_path_on_cpu():
-    result = subprocess.run([sys.executable, str(ROOT / "scale" / "gpu_check.py"), "--hidden", "64", "--layers", "2",
-                             "--vocab", "512", "--updates", "2", "--population", "2", "--prompts", "2",
-                             "--max-new-tokens", "4", "--device", "cpu"], cwd=ROOT, capture_output=True, text=True,
-                            timeout=300)
+    result = in_process(gpu_check.main, "--hidden", "64", "--layers", "2", "--vocab", "512", "--updates", "2",
+                        "--population", "2", "--prompts", "2", "--max-new-tokens", "4", "--device", "cpu")
     assert result.returncode == 0, result.stderr[-2000:]
     rows = [line for line in result.stdout.splitlines() if line.startswith("| es |") or line.startswith("| grpo |")]
     assert len(rows) == 2 and all(float(row.split("|")[4]) > 0 for row in rows)  # sequences/s
