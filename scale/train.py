@@ -13,6 +13,7 @@ flags are saved in the run folder's config.json, so --resume continues with them
 """
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import sys
@@ -42,9 +43,9 @@ class ScaleArgs:
 
 def saved_config(argv: list[str]) -> dict | None:
     """The config.json of the run folder that --resume names, if any and readable (es_grpo.run reports the rest)."""
-    folder = next((a.split("=", 1)[1] for a in argv if a.startswith("--resume=")), None)
-    if "--resume" in argv and argv.index("--resume") + 1 < len(argv):
-        folder = argv[argv.index("--resume") + 1]
+    resume = argparse.ArgumentParser(add_help=False, allow_abbrev=False)
+    resume.add_argument("--resume", default="")
+    folder = resume.parse_known_args(argv)[0].resume
     try:
         return json.loads((Path(folder) / "config.json").read_text()) if folder else None
     except (OSError, ValueError):

@@ -1,5 +1,6 @@
 """The command line with tiny arguments: once by subprocess (the real script), otherwise in this process."""
 import json
+import os
 import subprocess
 import sys
 
@@ -113,3 +114,11 @@ def test_jsonl_data_and_a_chat_template_model_from_local_files(tmp_path):
         assert [s["name"] for s in summary["stages"]] == ["base", "grpo", "es"]
         assert 0.0 <= summary["stages"][-1]["pass@1"] <= 1.0
         assert "2 eval problems" in result.stdout  # the last fifth of the 10 lines is held out
+
+
+def test_es_grpo_py_refuses_to_run_under_torchrun(tmp_path):
+    """Every rank would write the same run folder: scale/train.py is the multi-process entry point."""
+    result = subprocess.run([sys.executable, str(ROOT / "es_grpo.py"), "--out", str(tmp_path / "never")], cwd=ROOT,
+                            capture_output=True, text=True, timeout=600, env={**os.environ, "WORLD_SIZE": "2"})
+    assert result.returncode == 1 and result.stderr.strip().endswith("under torchrun, run scale/train.py (same flags)")
+    assert not (tmp_path / "never").exists()

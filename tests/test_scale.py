@@ -14,7 +14,7 @@ import torch
 from safetensors.torch import load_file
 
 import es_grpo
-from conftest import ROOT, in_process
+from conftest import ROOT, in_process, run_es_grpo
 
 sys.path.insert(0, str(ROOT / "scale"))
 import gpu_check  # noqa: E402
@@ -110,9 +110,12 @@ def test_sharded_grpo_stopped_by_a_fault_resumes_to_the_uninterrupted_weights(tm
     a, metrics_a = weights_and_metrics(whole_folder, "grpo")
     state = checkpoint["optimizer"]["state"]  # AdamW's moments made whole, keyed by parameter name
     assert state and all(state[k]["exp_avg"].shape == a[k].shape for k in state)
+    refused = run_es_grpo("--resume", str(tmp_path / "failed"))  # es_grpo.py keeps GRPO state by index
+    assert refused.returncode == 1 and "resume it with scale/train.py" in refused.stderr.splitlines()[-1]
     resumed, _ = torchrun(ROOT / "tests" / "dist_fault.py", "--resume", str(tmp_path / "failed"),
                           env={**ONE_THREAD, "FAULT": "none", "FAULT_AT": "0"})
     assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert "grpo: FSDP over 2 ranks" in resumed.stdout  # --grpo-fsdp restored from the run folder's config.json
     for rank in (0, 1):  # measured: with the FSDP modules of a tiny run still alive, 5 of 20 gloo exits aborted
         assert f"rank {rank}: 0 FSDP modules alive when the process group is destroyed" in resumed.stdout
     b, metrics_b = weights_and_metrics(tmp_path / "failed", "grpo")
