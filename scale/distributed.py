@@ -37,23 +37,26 @@ WHOLE_STATE = StateDictOptions(full_state_dict=True, cpu_offload=True)  # checkp
 class Torchrun(es_grpo.OneProcess):
     """The ranks torchrun started (RANK, WORLD_SIZE, LOCAL_RANK), joined in one process group."""
 
-    def __init__(self, grpo_fsdp: bool = False, check_every: int = 1, timeout_s: int = 600, config: dict | None = None):
+    def __init__(self, grpo_fsdp: bool = False, check_every: int = 1, timeout_s: int = 600, config: dict | None = None,
+                 engine=None):
+        """engine: a rollout backend with start() (vllm_rollout.VLLMRollout), started on every rank at once."""
         self.rank, self.world_size, self.local_rank = (int(os.environ.get(name, default)) for name, default in
                                                        (("RANK", 0), ("WORLD_SIZE", 1), ("LOCAL_RANK", 0)))
         self.is_main = self.rank == 0
         self.grpo_fsdp, self.check_every, self.timeout_s = grpo_fsdp, check_every, timeout_s
-        self.config = config or {}
+        self.config, self.engine = config or {}, engine
 
     def start(self, device: str) -> str:
-        """Join torchrun's process group (nccl on GPUs, gloo on CPUs); returns this rank's device."""
-        if self.world_size == 1:
-            return device
-        if device.startswith("cuda"):
+        """Join torchrun's process group (nccl on GPUs, gloo on CPUs), then start the rollout engine on every
+        rank together; returns this rank's device."""
+        if self.world_size > 1 and device.startswith("cuda"):
             device = f"cuda:{self.local_rank}"
             torch.cuda.set_device(device)
-        if not dist.is_initialized():
+        if self.world_size > 1 and not dist.is_initialized():
             dist.init_process_group("nccl" if device.startswith("cuda") else "gloo",
                                     timeout=timedelta(seconds=self.timeout_s))
+        if self.engine is not None:
+            self.engine.start()
         return device
 
     def stop(self):

@@ -78,7 +78,8 @@ def main(argv=None, launcher=Torchrun):
 
         generate = VLLMRollout.launch(config["model"] or str(es_grpo.TINY_MODEL), config["dtype"], scale.vllm_memory,
                                       scale.vllm_max_len, config["seed"])
-    ranks = launcher(scale.grpo_fsdp, scale.check_every, scale.dist_timeout, config=vars(scale))
+    ranks = launcher(scale.grpo_fsdp, scale.check_every, scale.dist_timeout, config=vars(scale),
+                     engine=generate if scale.rollout == "vllm" else None)
     return es_grpo.run(args, generate, ranks)
 
 

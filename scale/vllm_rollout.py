@@ -47,12 +47,20 @@ def completions_to_rollout(tokenizer, prompt_ids: list[list[int]], completion_id
 
 
 class VLLMRollout:
-    """A callable with es_grpo.rollout's signature that decodes with a vLLM engine (created on first use,
-    after es_grpo.run has joined the process group). make_engine() returns the engine; sampling_params is
-    vllm.SamplingParams or a stand-in."""
+    """A callable with es_grpo.rollout's signature that decodes with a vLLM engine. make_engine() returns the
+    engine; sampling_params is vllm.SamplingParams or a stand-in.
+
+    With distributed_executor_backend="external_launcher" creating the engine is a collective over all ranks
+    (vLLM builds its own process groups and reduces free memory across them), so every rank must create it
+    at the same point: start(), which scale/distributed.Torchrun calls right after joining the process group,
+    before any generation. Creating it on first use instead hung a job whose evaluation had fewer chunks than
+    ranks (tests/test_scale.py: test_the_engine_is_created_on_every_rank_before_any_generation)."""
 
     def __init__(self, make_engine, sampling_params):
         self.make_engine, self.sampling_params, self.engine = make_engine, sampling_params, None
+
+    def start(self):
+        self.engine = self.engine or self.make_engine()
 
     @classmethod
     def launch(cls, model: str, dtype: str, memory: float, max_len: int, seed: int) -> VLLMRollout:
@@ -80,7 +88,7 @@ class VLLMRollout:
                  total_rows: int | None = None) -> Rollout:
         """batch_size is vLLM's to choose (it schedules by memory); each row's sampling seed depends on its
         row in the whole batch, so a rank's share samples as it would in one process."""
-        self.engine = self.engine or self.make_engine()
+        self.start()  # a no-op after Torchrun.start; a process without torchrun creates the engine here
         self.sync(model)
         ids = tokenizer(prompts, add_special_tokens=tokenizer.chat_template is None)["input_ids"]
         params = [self.sampling_params(temperature=temperature, top_p=top_p, max_tokens=max_new_tokens,

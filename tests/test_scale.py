@@ -231,6 +231,23 @@ def test_the_engine_gets_the_weights_of_each_grpo_step(fresh_tiny):
     assert all(torch.equal(a, b) for a, b in zip(engine.model.parameters(), model.parameters()))
 
 
+@pytest.mark.parametrize("engine_at", ["start", "first_use"])
+def test_the_engine_is_created_on_every_rank_before_any_generation(tmp_path, engine_at):
+    """One evaluation chunk for two ranks: rank 1 has nothing to generate in the base evaluation. Started by
+    Torchrun on every rank, the engine (its creation a collective) is ready; created on first use (the
+    control), rank 0 waits in the creation while rank 1 moves on, and the job fails at the timeout."""
+    flags = ["--algo", "es", "--steps", "1", "--es-population", "2", "--es-prompts", "4", "--eval-problems", "1",
+             "--heldout-problems", "1", "--eval-samples", "16", "--rollout-batch", "16"]
+    result, seconds = torchrun(ROOT / "tests" / "dist_engine.py", *flags, "--out", str(tmp_path / "run"),
+                               env={**ONE_THREAD, "ENGINE_AT": engine_at, "TIMEOUT": "5"})
+    print(f"engine created at {engine_at}: exit {result.returncode} after {seconds:.1f}s")
+    if engine_at == "start":
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert "rank 0: 1 engine created" in result.stdout and "rank 1: 1 engine created" in result.stdout
+    else:
+        assert result.returncode != 0 and not (tmp_path / "run" / "summary.json").exists()
+
+
 def test_gpu_check_script_runs_its_code_path_on_cpu():
     result = in_process(gpu_check.main, "--hidden", "64", "--layers", "2", "--vocab", "512", "--updates", "2",
                         "--population", "2", "--prompts", "2", "--max-new-tokens", "4", "--device", "cpu")
