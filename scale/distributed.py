@@ -60,8 +60,10 @@ class Torchrun(es_grpo.OneProcess):
         return device
 
     def stop(self):
-        # FSDP modules sit in reference cycles; gloo can abort the exit if they outlive the process group
-        gc.collect()
+        """The rollout engine first (it holds process groups of its own), then the process group."""
+        gc.collect()  # FSDP modules sit in reference cycles; gloo can abort the exit if they outlive the group
+        if self.engine is not None:
+            self.engine.shutdown()
         if dist.is_initialized():
             dist.destroy_process_group()
 

@@ -11,6 +11,7 @@ Only `VLLMRollout.launch` imports vLLM; the rest is tested on plain torch models
 from __future__ import annotations
 
 import os
+import socket
 import sys
 from pathlib import Path
 
@@ -30,6 +31,17 @@ class WeightSync:
 
     def es_grpo_checksum(self) -> float:
         return float(sum(p.double().sum() for p in self.get_model().parameters()))
+
+
+def one_process_environment():
+    """Without torchrun, what vLLM's external_launcher reads (vLLM 0.33.0, v1/executor/uniproc_executor.py:
+    RANK, LOCAL_RANK, MASTER_ADDR and MASTER_PORT, env://) set for a world of one, on a free local port."""
+    if "RANK" in os.environ:
+        return
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        port = probe.getsockname()[1]
+    os.environ.update(RANK="0", LOCAL_RANK="0", WORLD_SIZE="1", MASTER_ADDR="127.0.0.1", MASTER_PORT=str(port))
 
 
 def completions_to_rollout(tokenizer, prompt_ids: list[list[int]], completion_ids: list[list[int]], device) -> Rollout:
@@ -56,11 +68,19 @@ class VLLMRollout:
     before any generation. Creating it on first use instead hung a job whose evaluation had fewer chunks than
     ranks (tests/test_scale.py: test_the_engine_is_created_on_every_rank_before_any_generation)."""
 
-    def __init__(self, make_engine, sampling_params):
-        self.make_engine, self.sampling_params, self.engine = make_engine, sampling_params, None
+    def __init__(self, make_engine, sampling_params, close_engine=None):
+        self.make_engine, self.sampling_params, self.close_engine, self.engine = (make_engine, sampling_params,
+                                                                                  close_engine, None)
 
     def start(self):
         self.engine = self.engine or self.make_engine()
+
+    def shutdown(self):
+        """Release the engine and vLLM's process groups; Torchrun.stop calls this before the process group
+        goes (left to vLLM's finalizers at exit, they tear down groups already destroyed)."""
+        if self.engine is not None and self.close_engine is not None:
+            self.close_engine(self.engine)
+        self.engine = None
 
     @classmethod
     def launch(cls, model: str, dtype: str, memory: float, max_len: int, seed: int) -> VLLMRollout:
@@ -75,7 +95,17 @@ class VLLMRollout:
                        seed=seed + int(os.environ.get("RANK", "0")), distributed_executor_backend="external_launcher",
                        worker_extension_cls=f"{WeightSync.__module__}.WeightSync")
 
-        return cls(make_engine, SamplingParams)
+        def close_engine(engine):
+            """vLLM 0.33.0: InprocClient.shutdown (v1/engine/core_client.py) stops the executor, which destroys
+            the model-parallel groups; destroy_distributed_environment then releases vLLM's world group and the
+            default process group."""
+            from vllm.distributed.parallel_state import destroy_distributed_environment
+
+            engine.llm_engine.engine_core.shutdown()
+            destroy_distributed_environment()
+
+        one_process_environment()
+        return cls(make_engine, SamplingParams, close_engine)
 
     def sync(self, model):
         """The engine's weights <- the model's: every tensor, by its transformers name."""

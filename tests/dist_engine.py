@@ -1,7 +1,8 @@
 """A torchrun target for tests/test_scale.py: es_grpo.run through scale/'s hooks with a stand-in vLLM engine
 whose creation is a collective, as vLLM's is with external_launcher. ENGINE_AT=start lets Torchrun start it
 on every rank after joining the process group (what scale/train.py does); ENGINE_AT=first_use leaves it to
-the first generation, which strands the ranks when one of them has nothing to generate yet."""
+the first generation, which strands the ranks when one of them has nothing to generate yet. Each rank says
+when the engine is shut down and when the process group is destroyed."""
 import os
 import sys
 from pathlib import Path
@@ -17,7 +18,16 @@ from distributed import Torchrun  # noqa: E402
 from test_scale import FakeEngine  # noqa: E402
 from vllm_rollout import VLLMRollout  # noqa: E402
 
-created = []
+created, rank = [], os.environ["RANK"]
+destroy = dist.destroy_process_group
+
+
+def reporting_destroy(*args, **kwargs):
+    print(f"rank {rank}: process group destroyed", flush=True)
+    destroy(*args, **kwargs)
+
+
+dist.destroy_process_group = reporting_destroy
 
 
 def make_engine():
@@ -26,7 +36,7 @@ def make_engine():
     return FakeEngine(*es_grpo.load_model(""))
 
 
-backend = VLLMRollout(make_engine, SimpleNamespace)
+backend = VLLMRollout(make_engine, SimpleNamespace, lambda engine: print(f"rank {rank}: engine shut down", flush=True))
 ranks = Torchrun(timeout_s=int(os.environ.get("TIMEOUT", "10")),
                  engine=backend if os.environ["ENGINE_AT"] == "start" else None)
 es_grpo.run(es_grpo.parse_args(sys.argv[1:]), backend, ranks)

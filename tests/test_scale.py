@@ -243,9 +243,25 @@ def test_the_engine_is_created_on_every_rank_before_any_generation(tmp_path, eng
     print(f"engine created at {engine_at}: exit {result.returncode} after {seconds:.1f}s")
     if engine_at == "start":
         assert result.returncode == 0, result.stderr[-2000:]
-        assert "rank 0: 1 engine created" in result.stdout and "rank 1: 1 engine created" in result.stdout
+        for rank in (0, 1):
+            said = [line for line in result.stdout.splitlines() if line.startswith(f"rank {rank}:")]
+            assert said == [f"rank {rank}: engine shut down", f"rank {rank}: process group destroyed",
+                            f"rank {rank}: 1 engine created"]  # created once; shut down before the group goes
     else:
         assert result.returncode != 0 and not (tmp_path / "run" / "summary.json").exists()
+
+
+def test_one_process_gets_what_the_external_launcher_reads(monkeypatch):
+    from vllm_rollout import one_process_environment
+    for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
+        monkeypatch.setenv(name, "")  # recorded, so that teardown restores the environment as it was
+        monkeypatch.delenv(name)
+    one_process_environment()
+    assert [os.environ[n] for n in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR")] == ["0", "0", "1", "127.0.0.1"]
+    assert 0 < int(os.environ["MASTER_PORT"]) < 65536
+    monkeypatch.setenv("RANK", "3")  # under torchrun nothing is touched
+    one_process_environment()
+    assert os.environ["RANK"] == "3"
 
 
 def test_gpu_check_script_runs_its_code_path_on_cpu():
