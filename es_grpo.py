@@ -685,10 +685,10 @@ def es_step(model, params, master, tokenizer, problems: list[dict], args: Args, 
     scores["solved"] = torch.zeros(N, P, dtype=torch.float64)  # (N, P) 1 where member n solved problem p
     mine, drawn = ranks.share(range(N)), {}
     together = max(1, args.rollout_batch // P)  # members per batched generation
-    stacked = min(together, len(mine)) * sum(p.numel() * (p.element_size() + 4) for p in params)  # bytes
-    room = torch.cuda.mem_get_info(params[0].device)[0] / 2 if params[0].device.type == "cuda" else 2**30
+    fits = lambda: min(together, len(mine)) * sum(p.numel() * (p.element_size() + 4) for p in params) <= (
+        torch.cuda.mem_get_info(params[0].device)[0] / 2 if params[0].device.type == "cuda" else 2**30)
     batched = generate is rollout and (args.es_batched == "on" or (
-        args.es_batched == "auto" and args.es_temperature == 0 and together > 1 and stacked <= room))
+        args.es_batched == "auto" and args.es_temperature == 0 and together > 1 and fits()))
     groups = [mine[i:i + together] for i in range(0, len(mine), together)] if batched else [[m] for m in mine]
     for group in groups:
         if batched:
