@@ -115,6 +115,8 @@ class Args:
     eval_samples: int = flag(64, "samples per problem for Pass@K")
     eval_temperature: float = flag(0.6, "evaluation sampling temperature")
     eval_top_p: float = flag(1.0, "evaluation nucleus (top-p) sampling")
+    eval_every: int = flag(0, "updates between trajectory points: Pass@K on the eval set, into metrics.jsonl")
+    trajectory_samples: int = flag(32, "samples per problem at each trajectory point")
 
 PASS_KS, MAJ_K = (1, 16, 64), 16
 TABLE_COLUMNS = ("pass@1 pass@16 pass@64 maj@16 entropy heldout_pass@64 sequences tokens seconds").split()
@@ -139,21 +141,21 @@ def parse_args(argv=None) -> Args:
     parser = dataclass_parser(Args)
     parser.set_defaults(**PRESETS[parser.parse_known_args(argv)[0].preset])
     a = Args(**vars(parser.parse_args(argv)))
-    counts = (a.es_prompts, a.grpo_prompts, a.eval_problems, a.max_new_tokens, a.rollout_batch, a.grpo_epochs)
+    counts = (a.es_prompts, a.grpo_prompts, a.eval_problems, a.max_new_tokens, a.rollout_batch, a.grpo_epochs,
+              a.trajectory_samples)
     for bad, message in [
         (a.steps < 1, "--steps must be at least 1"),
         (a.algo in ("grpo-es", "es-grpo") and a.steps < 2, "--steps must be at least 2 for two stages"),
-        (a.es_population < 2, "--es-population must be at least 2"),
         (a.es_sigma <= 0, "--es-sigma must be positive"),
         (a.es_alpha < 0 or a.grpo_lr < 0, "--es-alpha and --grpo-lr must not be negative"),
-        (a.grpo_group < 2, "--grpo-group must be at least 2"),
-        (a.save_every < 0, "--save-every must not be negative"),
+        (min(a.es_population, a.grpo_group) < 2, "--es-population and --grpo-group must be at least 2"),
+        (min(a.save_every, a.eval_every, a.grpo_microbatch) < 0,
+         "--save-every, --eval-every and --grpo-microbatch must not be negative"),
         (min(counts) < 1, "counts (prompts, problems, tokens, batch, epochs) must be at least 1"),
         (a.eval_samples < MAJ_K, f"--eval-samples must be at least {MAJ_K} (Maj@{MAJ_K})"),
         (not a.data and a.eval_problems > EVAL_POOL, f"--eval-problems: the built-in set has {EVAL_POOL}"),
         (not 1 <= a.heldout_problems <= EVAL_POOL, f"--heldout-problems must be between 1 and {EVAL_POOL}"),
         (a.es_batched == "on" and a.es_temperature > 0, "--es-batched on needs --es-temperature 0"),
-        (a.grpo_microbatch < 0, "--grpo-microbatch must not be negative"),
         (not 0 < a.eval_top_p <= 1, "--eval-top-p must be in (0, 1]"),
         (a.grpo_temperature <= 0 or a.eval_temperature < 0 or a.es_temperature < 0,
          "--grpo-temperature must be positive (it divides the logits), the others not negative")]:
@@ -249,8 +251,7 @@ def parse_expression(text: str):
             raise ValueError("expected a number")
         literals.append(int(token))
         return Fraction(int(token))
-    def term(depth):
-        return binary(atom, "*/", depth)
+    term = lambda depth: binary(atom, "*/", depth)
     try:
         value = binary(term, "+-", 0)
     except ValueError:
@@ -364,14 +365,12 @@ class Rollout:
     logprobs: torch.Tensor  # (B, T) log-prob of each sampled token under the model (temperature 1)
     entropy: torch.Tensor  # (B, T) full-vocabulary entropy of the model (temperature 1) at each token
     @property
-    def tokens(self) -> int:
-        return int(self.completion_mask.sum())
+    def tokens(self) -> int: return int(self.completion_mask.sum())
     def rows(self, index: slice) -> Rollout:
         tensors = (getattr(self, f.name)[index] for f in dataclasses.fields(self)[1:])
         return Rollout(self.texts[index], *tensors)
 
-def cache_argument(model) -> str:
-    """transformers 5 renamed past_key_values to cache."""
+def cache_argument(model) -> str:  # some transformers 5 models take `cache`, others `past_key_values`
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 def sample_tokens(logits, temperature, top_p, uniform):
@@ -492,8 +491,7 @@ def shared_prompt_logits(model, roll: Rollout, group: int) -> torch.Tensor:
                             **cache).logits)  # (B, T-1, V)
     return torch.cat(logits, 1).float()  # (B, T, V)
 
-def masked_mean(values: torch.Tensor, mask: torch.Tensor, count=None) -> torch.Tensor:
-    """Sum over the mask's entries divided by their number (or by count)."""
+def masked_mean(values: torch.Tensor, mask: torch.Tensor, count=None) -> torch.Tensor:  # over mask's entries
     return (values * mask).sum() / (mask.sum().clamp(min=1) if count is None else count)
 
 def score(problems: list[dict], texts: list[str]) -> torch.Tensor:  # rewards; problems[i] is texts[i]'s
@@ -545,10 +543,9 @@ def evaluate(model, tokenizer, problems: list[dict], args: Args, seed: int = 0, 
         result[f"maj@{k}"] = float(np.mean([maj_at_k(keys[i * n:(i + 1) * n], correct[i].tolist(), k)
                                             for i in range(len(problems))]))
     tokens = sum(part["tokens"] for part in scored)
-    result["reward"] = float(rewards.mean())
-    result["entropy"] = sum(part["entropy_sum"] for part in scored) / max(tokens, 1)
-    result["length"] = tokens / len(prompts)
-    return result
+    return result | {"reward": float(rewards.mean()), "length": tokens / len(prompts),
+                     "entropy": sum(part["entropy_sum"] for part in scored) / max(tokens, 1),
+                     "correct": correct.sum(1).tolist()}  # per problem: Pass@K curves, intervals (eval.py)
 
 # ----------------------------------------------------------------------------- GRPO
 
@@ -672,7 +669,8 @@ def binary_entropy(p: torch.Tensor) -> torch.Tensor:
 
 def js_succ(success: torch.Tensor) -> float:
     """Verifier-projected JS diversity h(mean_i p_i) - mean_i h(p_i) (PAPER.md), averaged over problems;
-    success: (N members, problems) success probabilities."""
+    success: (N members, problems) success probabilities. es_step logs it of greedy 0/1 successes as
+    `disagreement` (how split members are on a prompt), not JS_succ: that needs p_i (eval.py diversity)."""
     return float((binary_entropy(success.mean(0)) - binary_entropy(success).mean(0)).mean())
 
 def es_step(model, params, master, tokenizer, problems: list[dict], args: Args, seed: int, generate=rollout,
@@ -716,7 +714,7 @@ def es_step(model, params, master, tokenizer, problems: list[dict], args: Args, 
     es_update(params, master, seeds, z, args.es_alpha, drawn)
     tokens = int(scores["tokens"].sum())
     return {"reward": float(rewards.mean()), "reward_std": float(rewards.std()),
-            "reward_max": float(rewards.max()), "js_succ": js_succ(scores["solved"].float()),
+            "reward_max": float(rewards.max()), "disagreement": js_succ(scores["solved"].float()),
             "entropy": float(scores["entropy_sum"].sum()) / max(tokens, 1), "sequences": N * P,
             "tokens": tokens}
 
@@ -739,8 +737,7 @@ def population_forward(model, params: list[torch.Tensor], master: list[torch.Ten
             stacked[i] = torch.stack([(master[i].to(param.device) + sigma * drawn[seed, i]).to(param.dtype)
                                       for seed in seeds])
         return stacked[i]
-    def by_member(x):  # (N * R, ...) -> (N, R * ..., last)
-        return x.reshape(len(seeds), -1, x.shape[-1])
+    by_member = lambda x: x.reshape(len(seeds), -1, x.shape[-1])  # (N * R, ...) -> (N, R * ..., last)
     def linear(layer):
         weight, bias = members(layer.weight), None if layer.bias is None else members(layer.bias)
         def forward(x):  # x: (N * R, L, in)
@@ -798,6 +795,7 @@ class Context:  # what every stage of a run shares
     train: list[dict]
     generate: Callable = rollout
     ranks: OneProcess = ONE_PROCESS
+    evaluation: list[dict] = field(default_factory=list)  # problems of the trajectory points
 
 def train_stage(run: Context, name: str, updates: int, offset: int, metrics, resume: dict | None,
                 save) -> dict:
@@ -820,10 +818,10 @@ def train_stage(run: Context, name: str, updates: int, offset: int, metrics, res
             return grpo_step(model, reference, optimizer, run.tokenizer, problems, args, seed, run.generate,
                              trainer, ranks)
     rng = random.Random(f"{args.seed}-{name}-{offset}")
+    totals, first = {"sequences": 0, "tokens": 0, "seconds": 0.0}, 0
     if resume:
         rng.setstate(resume["rng"])
-    totals = resume["totals"] if resume else {"sequences": 0, "tokens": 0, "seconds": 0.0}
-    first = resume["update"] if resume else 0
+        totals, first = resume["totals"], resume["update"]
     for update in tqdm(range(first, updates), desc=name, initial=first, total=updates, leave=False,
                        disable=not ranks.is_main):
         tick, number = time.time(), offset + update + 1
@@ -838,9 +836,13 @@ def train_stage(run: Context, name: str, updates: int, offset: int, metrics, res
         line = {"update": number, "stage": name, **stats, "seconds": round(seconds, 3),
                 "seq_per_s": round(stats["sequences"] / seconds, 1), "sequences": totals["sequences"],
                 "tokens": totals["tokens"]}
+        if args.eval_every and number % args.eval_every == 0:  # a trajectory point (eval.py plots the path)
+            line["eval"] = evaluate(model, run.tokenizer, run.evaluation, dataclasses.replace(
+                args, eval_samples=args.trajectory_samples), args.seed, (*PASS_KS, args.trajectory_samples),
+                (), generate=run.generate, ranks=ranks)
         metrics.write(json.dumps(line) + "\n")
         metrics.flush()
-        extra = f"js {stats['js_succ']:.3f}" if name == "es" else f"kl {stats['kl']:.4f}"
+        extra = f"disagree {stats['disagreement']:.3f}" if name == "es" else f"kl {stats['kl']:.4f}"
         ranks.log(f"{name} {update + 1}/{updates} reward {stats['reward']:.3f} ent {stats['entropy']:.3f} "
                   f"{extra} {seconds:.2f}s {line['seq_per_s']:.0f} seq/s")
         if update + 1 == updates or (args.save_every and (update + 1) % args.save_every == 0):
@@ -896,7 +898,7 @@ def run(args: Args, generate=rollout, ranks: OneProcess = ONE_PROCESS) -> dict:
     torch.manual_seed(args.seed)
     model, tokenizer = load_model(args.model, device, args.dtype)  # from_pretrained leaves it in eval mode
     train, evaluation, heldout = evaluation_sets(args, tokenizer)
-    context = Context(args, model, tokenizer, train, generate, ranks)
+    context = Context(args, model, tokenizer, train, generate, ranks, evaluation)
     ranks.log(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {len(train)} training / "
               f"{len(evaluation)} eval problems, held out: {', '.join(heldout) or 'none'}; algo {args.algo}, "
               f"{args.steps} updates")

@@ -16,8 +16,11 @@ Each command writes JSON, a markdown table and a PNG to --out.
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import json
+import math
 import sys
+import time
 from pathlib import Path
 
 import numpy as np
@@ -50,6 +53,68 @@ def eval_args(namespace) -> Args:
 def curve_ks(n: int) -> list[int]:
     """K = 1, 2, 4, ... up to n, and n itself."""
     return sorted({2 ** i for i in range(int(np.log2(n)) + 1)} | {n})
+
+
+# ----------------------------------------------------------------------------- intervals and verdicts
+# Every verdict of the report is read off 95% paired-bootstrap intervals, with one set of margins for all claims.
+
+TOLERANCE = 0.02  # "keeps X": the change in X is above -TOLERANCE with 95% confidence
+RATIO_BAND = (0.5, 2.0)  # "about equal" for ratios: within a factor of 2
+DRAWS = 1000
+
+
+def per_problem(correct, n: int, k: int) -> np.ndarray:
+    """(P,) unbiased Pass@k of each problem from its count of correct answers among n samples."""
+    return np.array([es_grpo.pass_at_k(n, int(c), k) for c in correct], dtype=float)
+
+
+def bootstrap(statistic, data: dict[str, np.ndarray], draws: int = DRAWS, seed: int = 0) -> tuple[float, float, float]:
+    """(estimate, 2.5%, 97.5%) of statistic(means) under a paired bootstrap: each draw resamples the seeds and the
+    problems with replacement, the same draw for every array (the same problems for every model). data: arrays
+    (..., seeds, problems) over one problem set; statistic maps {name: means (draws, ...)} to (draws,)."""
+    seeds, problems = next(iter(data.values())).shape[-2:]
+    rng = np.random.default_rng(seed)
+    pick_seeds, pick_problems = rng.integers(seeds, size=(draws, seeds)), rng.integers(problems, size=(draws, problems))
+
+    def means(array, draw=None):  # (..., S, P) -> (draws, ...) or, with no draw, (1, ...)
+        array = np.moveaxis(array, (-2, -1), (0, 1))  # (S, P, ...)
+        if draw is None:
+            return array.mean((0, 1))[None]
+        return array[pick_seeds[:, :, None], pick_problems[:, None, :]].mean((1, 2))
+
+    with np.errstate(divide="ignore", invalid="ignore"):
+        estimate = float(statistic({key: means(value) for key, value in data.items()})[0])
+        values = np.asarray(statistic({key: means(value, True) for key, value in data.items()}), dtype=float)
+    low, high = np.nanpercentile(np.where(np.isfinite(values), values, np.nan), [2.5, 97.5])
+    return estimate, float(low), float(high)
+
+
+def rises(ci) -> bool | None:
+    """True if the interval is above 0, False if it is not above 0 at all, None (inconclusive) otherwise."""
+    return True if ci[1] > 0 else False if ci[2] <= 0 else None
+
+
+def falls(ci) -> bool | None:
+    return True if ci[2] < 0 else False if ci[1] >= 0 else None
+
+
+def keeps(ci) -> bool | None:
+    return True if ci[1] >= -TOLERANCE else False if ci[2] < -TOLERANCE else None
+
+
+def within(ci, band) -> bool | None:
+    return True if band[0] <= ci[1] and ci[2] <= band[1] else False if ci[2] < band[0] or ci[1] > band[1] else None
+
+
+def verdict(*conditions) -> str:
+    """Every condition met: reproduced; one clearly failed: not reproduced; else inconclusive."""
+    if all(c is True for c in conditions):
+        return "reproduced"
+    return "not reproduced" if any(c is False for c in conditions) else "inconclusive"
+
+
+def shown(ci, digits: int = 3) -> str:
+    return f"{ci[0]:+.{digits}f} [{ci[1]:+.{digits}f}, {ci[2]:+.{digits}f}]"
 
 
 def load(name: str, args: Args):
@@ -224,8 +289,10 @@ def cmd_sparsity(argv):
                                 f"pass@{k}": result[f"pass@{k}"],
                                 "pass@1_kept": result["pass@1"] / full["pass@1"] if full["pass@1"] else float("nan"),
                                 "gain_kept": ((result["pass@1"] - rows["tau=inf"]["pass@1"]) / gain
-                                              if rows and gain > 0 else float("nan"))}
-    full["base_pass@1"] = rows.pop("tau=inf")["pass@1"]  # every update zeroed: the base model
+                                              if rows and gain > 0 else float("nan")),
+                                "correct": result["correct"]}
+    zeroed = rows.pop("tau=inf")  # every update zeroed: the base model
+    full["base_pass@1"], full["base_correct"] = zeroed["pass@1"], zeroed["correct"]
 
     def plot(axes):
         xs = [100 * r["sparsity"] for r in rows.values()]
@@ -237,9 +304,10 @@ def cmd_sparsity(argv):
         axes.legend(fontsize=7)
 
     table = markdown_table(rows, ["sparsity", "pass@1", f"pass@{k}", "pass@1_kept", "gain_kept"], "threshold")
-    save_outputs(Path(namespace.out), "sparsity", {"base": namespace.base, "trained": namespace.trained,
-                                                    "full": full, "rows": rows}, table, plot)
-    return rows
+    data = {"base": namespace.base, "trained": namespace.trained, "samples": args.eval_samples, "full": full,
+            "rows": rows}
+    save_outputs(Path(namespace.out), "sparsity", data, table, plot)
+    return data
 
 
 # ----------------------------------------------------------------------------- diversity of an ES population
@@ -256,49 +324,66 @@ def js_pol(logp: torch.Tensor) -> float:
 
 
 def population_diversity(model, tokenizer, problems: list[dict], args: Args, population: int, sigma: float,
-                         samples: int, seed: int = 0) -> dict:
-    """Perturb the model N times as ES does; per problem, success rates p_i of each member and of the centre,
-    JS_succ, JS_pol, the predicted coverage gain N p(1-p)^(N-1) JS_succ and the measured Pass@N of the
-    population (one sample per member) against the centre model's Pass@N. With few samples the plug-in
-    JS_succ is biased upward (and can then exceed JS_pol, which it never does exactly): raise --samples."""
+                         samples: int, seed: int = 0, js_samples: int = 4) -> dict:
+    """Perturb the model N times as ES does and count, per problem, each member's and the centre's correct
+    answers among `samples` draws at the evaluation temperature, every member with its own sampling noise
+    (diversity_statistics turns the counts into JS_succ, the predicted and the measured coverage gains).
+    JS_pol needs every member's samples scored by every member: it uses the first js_samples draws only."""
     params = list(model.parameters())
     master = es_grpo.master_weights(params)
     seeds = es_grpo.random.Random(seed).sample(range(2**31 - 1), population)
-    prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems for _ in range(samples)]
     repeated = [p for p in problems for _ in range(samples)]
+    prompts = [es_grpo.prompt_text(p, tokenizer) for p in repeated]
 
-    def sample(member_seed):
-        if member_seed is None:
-            es_grpo.set_weights(params, master)
-        else:
-            es_grpo.set_weights(params, master, member_seed, sigma)
-        roll = rollout(model, tokenizer, prompts, temperature=args.eval_temperature, max_new_tokens=args.max_new_tokens,
-                       seed=seed, batch_size=args.rollout_batch)
-        success = (score(repeated, roll.texts) == 1.0).float().view(len(problems), samples).mean(1)  # (P,)
-        return roll, success
+    def sample(member_seed, index: int, rows: list[str]):  # index 0: the centre; 1..N: the members
+        es_grpo.set_weights(params, master, member_seed, sigma)
+        return rollout(model, tokenizer, rows, temperature=args.eval_temperature, max_new_tokens=args.max_new_tokens,
+                       seed=seed * 1_000_003 + index * 7919, batch_size=args.rollout_batch)
 
-    centre_success = sample(None)[1]
-    rolls, success = zip(*(sample(s) for s in seeds))
-    success = torch.stack(success)  # (N, P)
-    logp = torch.zeros(population, population, len(problems), samples)  # [i, j]: samples of i scored by j
+    def correct(member_seed, index):  # (P,) correct answers among `samples`
+        rewards = score(repeated, sample(member_seed, index, prompts).texts)
+        return (rewards == 1.0).view(len(problems), samples).sum(1)
+
+    centre = correct(None, 0)
+    members = torch.stack([correct(member_seed, i + 1) for i, member_seed in enumerate(seeds)])  # (N, P)
+    few = [es_grpo.prompt_text(p, tokenizer) for p in problems for _ in range(js_samples)]
+    rolls = [sample(member_seed, population + 1 + i, few) for i, member_seed in enumerate(seeds)]
+    logp = torch.zeros(population, population, len(problems), js_samples)  # [i, j]: samples of i scored by j
     with torch.no_grad():
         for j, member_seed in enumerate(seeds):
             es_grpo.set_weights(params, master, member_seed, sigma)
             for i, roll in enumerate(rolls):
                 token_logp, _ = es_grpo.token_logprobs(model, roll, args.eval_temperature)  # (P*S, T)
-                logp[i, j] = (token_logp * roll.completion_mask).sum(1).view(len(problems), samples)
+                logp[i, j] = (token_logp * roll.completion_mask).sum(1).view(len(problems), js_samples)
     es_grpo.set_weights(params, master)
-    per_problem_js_succ = es_grpo.binary_entropy(success.mean(0)) - es_grpo.binary_entropy(success).mean(0)  # (P,)
-    p_bar = success.mean(0)  # (P,)
-    predicted = population * p_bar * (1 - p_bar) ** (population - 1) * per_problem_js_succ  # (P,)
-    population_pass = 1 - (1 - success).prod(0)  # (P,) one sample from each member
-    centre_pass = 1 - (1 - centre_success) ** population  # (P,) N samples from the centre
     return {"population": population, "sigma": sigma, "samples": samples, "problems": len(problems),
-            "js_succ": float(per_problem_js_succ.mean()),
             "js_pol": float(np.mean([js_pol(logp[:, :, p]) for p in range(len(problems))])),
-            "predicted_gain": float(predicted.mean()), "population_pass@N": float(population_pass.mean()),
-            "centre_pass@N": float(centre_pass.mean()),
-            "measured_gain": float((population_pass - centre_pass).mean())}
+            "member_correct": members.tolist(), "centre_correct": centre.tolist()}
+
+
+def diversity_statistics(member_correct: np.ndarray, centre_correct: np.ndarray, samples: int) -> dict:
+    """Per problem (arrays (P,)), from success counts of N members (N, P) and of the centre (P,), S samples each:
+    js_succ           h(p_bar) - mean_i h(p_i), plug-in p_i = c_i / S (biased up by about (1 - 1/N) / 2S)
+    predicted         N p_bar (1 - p_bar)^(N-1) js_succ (PAPER.md): the coverage gain over one policy of
+                      success rate p_bar
+    population_pass   Pass@N of the population, one sample per member: 1 - prod_i (1 - p_i), unbiased as the
+                      members' samples are independent
+    mean_policy_pass  Pass@N of one policy of success rate p_bar: the unbiased estimator on the pooled N*S
+                      samples (exact for the mixture of the members)
+    centre_pass       the unperturbed model's Pass@N, unbiased estimator (needs S >= N)
+    gain = population_pass - mean_policy_pass (what the formula predicts); gain_vs_centre likewise."""
+    population, problems = member_correct.shape
+    p = member_correct / samples  # (N, P)
+    p_bar = p.mean(0)  # (P,)
+    h = lambda q: es_grpo.binary_entropy(torch.as_tensor(q)).numpy()
+    js = h(p_bar) - h(p).mean(0)  # (P,)
+    pooled = member_correct.sum(0)  # (P,)
+    result = {"js_succ": js, "predicted": population * p_bar * (1 - p_bar) ** (population - 1) * js,
+              "population_pass": 1 - (1 - p).prod(0),
+              "mean_policy_pass": per_problem(pooled, population * samples, population),
+              "centre_pass": per_problem(centre_correct, samples, population)}
+    return result | {"gain": result["population_pass"] - result["mean_policy_pass"],
+                     "gain_vs_centre": result["population_pass"] - result["centre_pass"]}
 
 
 def cmd_diversity(argv):
@@ -307,28 +392,51 @@ def cmd_diversity(argv):
     parser.add_argument("--population", type=int, default=8, help="ES population N")
     parser.add_argument("--sigma", type=float, default=Args.es_sigma, help="ES noise scale")
     parser.add_argument("--sigmas", default="", help="comma-separated sigmas to sweep (overrides --sigma)")
-    parser.add_argument("--samples", type=int, default=8, help="samples per problem and member")
+    parser.add_argument("--samples", type=int, default=64, help="samples per problem, member and centre (>= N)")
     namespace = parser.parse_args(argv)
     args = eval_args(namespace)
-    if namespace.population < 2 or namespace.samples < 1:
-        parser.error("--population must be at least 2 and --samples at least 1")
+    if not 2 <= namespace.population <= namespace.samples:
+        parser.error("--population must be at least 2 and --samples at least --population (the centre's Pass@N)")
     sigmas = [float(x) for x in namespace.sigmas.split(",")] if namespace.sigmas else [namespace.sigma]
     model, tokenizer = load(namespace.model, args)
     _, evaluation, _ = evaluation_sets(args, tokenizer)
-    rows = {f"sigma={sigma:g}": population_diversity(model, tokenizer, evaluation, args, namespace.population, sigma,
-                                                      namespace.samples, args.seed) for sigma in sigmas}
+    rows = {}
+    for sigma in sigmas:
+        counts = population_diversity(model, tokenizer, evaluation, args, namespace.population, sigma,
+                                      namespace.samples, args.seed)
+        stats = diversity_statistics(np.array(counts["member_correct"]), np.array(counts["centre_correct"]),
+                                     namespace.samples)
+        rows[f"sigma={sigma:g}"] = counts | diversity_row(stats)
 
     def plot(axes):
         xs = [r["sigma"] for r in rows.values()]
-        for key in ("js_succ", "js_pol", "predicted_gain", "measured_gain"):
-            axes.plot(xs, [r[key] for r in rows.values()], marker="o", label=key)
-        axes.set(xscale="log", xlabel="sigma", title=f"ES population diversity, N={namespace.population}")
+        for key in ("predicted", "gain", "gain_vs_centre"):
+            estimate = np.array([r[key] for r in rows.values()])
+            spread = np.array([[r[key] - r[key + "_ci"][0], r[key + "_ci"][1] - r[key]] for r in rows.values()]).T
+            axes.errorbar(xs, estimate, yerr=spread, marker="o", capsize=3, label=key)
+        axes.set(xscale="log", xlabel="sigma", ylabel=f"Pass@{namespace.population} gain",
+                 title=f"population vs one policy, N={namespace.population}, {namespace.samples} samples (95% CI)")
         axes.legend(fontsize=7)
 
-    columns = ["js_succ", "js_pol", "predicted_gain", "population_pass@N", "centre_pass@N", "measured_gain"]
+    columns = ["js_succ", "js_pol", "predicted", "gain", "ratio", "gain_vs_centre", "population_pass", "centre_pass"]
+    table = {name: {c: (f"{row[c]:.4f} [{row[c + '_ci'][0]:.4f}, {row[c + '_ci'][1]:.4f}]"
+                        if c + "_ci" in row else row[c]) for c in columns} for name, row in rows.items()}
     save_outputs(Path(namespace.out), "diversity", {"model": namespace.model, "rows": rows},
-                 markdown_table(rows, columns, "noise"), plot)
+                 markdown_table(table, columns, "noise"), plot)
     return rows
+
+
+def diversity_row(stats: dict) -> dict:
+    """Means over problems, each with a bootstrap interval; ratio = predicted / measured gain."""
+    data = {key: value[None] for key, value in stats.items()}  # (1 seed, P)
+    row = {}
+    for key in ("js_succ", "predicted", "gain", "gain_vs_centre", "population_pass", "mean_policy_pass",
+                "centre_pass"):
+        estimate, low, high = bootstrap(lambda m, key=key: m[key], data)
+        row[key], row[key + "_ci"] = estimate, [low, high]
+    estimate, low, high = bootstrap(lambda m: m["predicted"] / m["gain"], data)
+    row["ratio"], row["ratio_ci"] = estimate, [low, high]
+    return row
 
 
 # ----------------------------------------------------------------------------- forgetting and training curves
@@ -359,18 +467,48 @@ def cmd_forgetting(argv):
 
 
 def read_metrics(run: Path) -> list[dict]:
-    """metrics.jsonl lines, with `run_sequences`: sequences generated since the start of the run (the
-    lines' own `sequences` restart at each stage)."""
+    """metrics.jsonl lines, with the compute spent since the start of the run, over all its stages:
+    `run_sequences`, `run_tokens` (the lines' own counts restart at each stage) and `run_seconds` (training
+    only: trajectory evaluations are not counted)."""
     try:
         lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
     except (OSError, ValueError) as err:
         raise SystemExit(f"{run}: cannot read metrics.jsonl ({err.__class__.__name__})")
-    earlier, previous = 0, None
+    earlier, seconds, previous = {"sequences": 0, "tokens": 0}, 0.0, None
     for line in lines:
         if previous is not None and line["stage"] != previous["stage"]:
-            earlier += previous["sequences"]
-        line["run_sequences"], previous = earlier + line["sequences"], line
+            earlier = {key: earlier[key] + previous[key] for key in earlier}
+        seconds += line["seconds"]
+        line.update(run_sequences=earlier["sequences"] + line["sequences"],
+                    run_tokens=earlier["tokens"] + line["tokens"], run_seconds=seconds)
+        previous = line
     return lines
+
+
+def run_path(run: Path, k: int) -> list[dict]:
+    """A run's path: the base model, every trajectory point and every stage's end, with the compute spent so
+    far (update, sequences, tokens, seconds) and per-problem Pass@1 and Pass@k (arrays (P,)) and entropy."""
+    config, summary = (json.loads((run / name).read_text()) for name in ("config.json", "summary.json"))
+    stages = summary["stages"]
+
+    def point(where: dict, result: dict, n: int) -> dict:
+        return {**where, "pass@1": per_problem(result["correct"], n, 1),
+                f"pass@{k}": per_problem(result["correct"], n, k), "entropy": result["entropy"]}
+
+    path = [point({"update": 0, "sequences": 0, "tokens": 0, "seconds": 0.0}, stages[0], config["eval_samples"])]
+    ends, update, done = {}, 0, {"sequences": 0, "tokens": 0, "seconds": 0.0}
+    for (_, updates), row in zip(es_grpo.stages_of(config["algo"], config["steps"]), stages[1:]):
+        update, done = update + updates, {key: done[key] + row[key] for key in done}
+        ends[update] = (done, row)
+    for line in read_metrics(run):
+        if "eval" in line and line["update"] not in ends:
+            where = {"update": line["update"], "sequences": line["run_sequences"], "tokens": line["run_tokens"],
+                     "seconds": line["run_seconds"]}
+            path.append(point(where, line["eval"], config["trajectory_samples"]))
+        if line["update"] in ends:  # a stage's end: its full evaluation (more samples) stands for the point
+            done, row = ends[line["update"]]
+            path.append(point({"update": line["update"], **done}, row, config["eval_samples"]))
+    return path
 
 
 def cmd_curves(argv):
@@ -402,8 +540,22 @@ def cmd_curves(argv):
 
 
 def train_run(out: Path, argv: list[str]) -> dict:
-    """One es_grpo.py run, in this process, into a fresh folder; returns its summary."""
-    return es_grpo.run(es_grpo.parse_args([*argv, "--out", str(out), "--overwrite"]))
+    """One es_grpo.py run in this process; returns its summary. A finished run in `out` made with the same
+    settings is reused and an interrupted one resumed, so a long reproduction survives a crash, and runs made
+    with torchrun scale/train.py into the same folders count too; anything else in `out` is replaced."""
+    args = es_grpo.parse_args([*argv, "--out", str(out)])
+    try:
+        saved = json.loads((out / "config.json").read_text())
+    except (OSError, ValueError):
+        saved = {}
+    same = bool(saved) and all(saved.get(f.name, f.default) == getattr(args, f.name)  # a newer flag: its default
+                               for f in dataclasses.fields(Args) if f.name not in ("out", "overwrite", "resume"))
+    if same and (out / "summary.json").exists():
+        log(f"reproduce: {out} is done with these settings: reused")
+        return json.loads((out / "summary.json").read_text())
+    if same and (out / "checkpoint.pt").exists():
+        return es_grpo.run(dataclasses.replace(args, resume=str(out)))
+    return es_grpo.run(dataclasses.replace(args, overwrite=True))
 
 
 def final(summary: dict) -> dict:
@@ -412,14 +564,14 @@ def final(summary: dict) -> dict:
 
 def population_sweep(out: Path, argv: list[str], populations: list[int], sequences: int, prompts: int) -> dict:
     """ES with several population sizes N at (about) the same total number of generated sequences."""
-    rows = {}
+    rows, samples = {}, es_grpo.parse_args(argv).eval_samples
     for population in populations:
         steps = max(1, sequences // (population * prompts))
         summary = train_run(out / f"sweep-N{population}", [*argv, "--algo", "es", "--es-population", str(population),
                                                            "--es-prompts", str(prompts), "--steps", str(steps)])
         rows[f"N={population}"] = {"population": population, "updates": steps, "sequences": final(summary)["sequences"],
                                    **{k: final(summary)[k] for k in ("pass@1", "pass@16", "pass@64")
-                                      if k in final(summary)}}
+                                      if k in final(summary)}, "samples": samples, "correct": final(summary)["correct"]}
     return rows
 
 
@@ -446,111 +598,423 @@ def cmd_sweep(argv):
     return rows
 
 
+# ----------------------------------------------------------------------------- reproduction: runs, evidence, verdicts
+
+CLAIMS = {1: "ES raises Pass@1 and keeps Pass@K; GRPO's entropy collapses and its Pass@K falls",
+          2: "The ES population's JS diversity explains its higher Pass@K",
+          3: "GRPO->ES combines GRPO's Pass@1 with ES's Pass@K",
+          4: "ES drifts far (about 40x GRPO) but its gain lives in a sparse set of large updates",
+          5: "No catastrophic forgetting after ES on held-out tasks",
+          6: "Larger models need smaller populations; z-scoring helps; antithetic sampling does not"}
+CALIBRATED_GRPO = ["--grpo-lr", "3e-6"]  # tiny preset, tuned on dev: README, "How the tiny preset was chosen"
+LABELS = {"base": "base", "grpo": "GRPO", "es": "ES", "grpo-es": "GRPO->ES", "es-grpo": "ES->GRPO"}
+
+
+def schedules(args: Args, steps: int) -> dict[str, int]:
+    """Updates of each schedule. GRPO->ES and ES->GRPO split `steps` evenly (the paper's claim 3). ES alone gets
+    as many sequences as GRPO->ES generates in all (matched compute). GRPO alone runs 2 x steps: on the tiny
+    model about GRPO->ES's seconds, so that its path passes the points of equal updates, equal seconds and
+    equal Pass@1 with the others (matching GRPO's sequences to ES's would take ~8x more GRPO updates)."""
+    (_, first), (_, second) = es_grpo.stages_of("grpo-es", steps)
+    grpo_sequences, es_sequences = args.grpo_prompts * args.grpo_group, args.es_population * args.es_prompts
+    return {"grpo": 2 * steps, "es": second + math.ceil(first * grpo_sequences / es_sequences),
+            "grpo-es": steps, "es-grpo": steps}
+
+
+def verdicts(e: dict) -> list[tuple[str, str, str]]:
+    """(claim, verdict, evidence) for the six claims of PAPER.md. e: each quantity's (estimate, low, high), a
+    95% interval, under the names used below, and `k`, the large K. The conditions (rises, falls, keeps,
+    within) and their margins are defined once, above; tests/test_eval.py feeds hand-made numbers."""
+    k = e["k"]
+    one = (rises(e["es_pass1_gain"]), keeps(e["es_passk_change"]), falls(e["grpo_entropy_change"]),
+           falls(e["grpo_passk_change"]), rises(e["passk_es_minus_grpo_at_es_pass1"]))
+    claims = [(CLAIMS[1], verdict(*one),
+               f"ES minus base: Pass@1 {shown(e['es_pass1_gain'])}, Pass@{k} {shown(e['es_passk_change'])}; GRPO "
+               f"minus base: entropy {shown(e['grpo_entropy_change'])}, Pass@{k} {shown(e['grpo_passk_change'])}; "
+               f"Pass@{k} of ES minus GRPO's where GRPO's path reaches ES's Pass@1: "
+               f"{shown(e['passk_es_minus_grpo_at_es_pass1'])}")]
+    two = (within(e["diversity_ratio"], RATIO_BAND), rises(e["population_gain_vs_centre"]))
+    claims.append((CLAIMS[2], verdict(*two),
+                   f"population's Pass@N minus the centre's {shown(e['population_gain_vs_centre'], 4)}; predicted / "
+                   f"measured gain over one policy of the members' mean success {shown(e['diversity_ratio'], 2)}"))
+    three = (keeps(e["grpo_es_pass1_minus_grpo"]), keeps(e["grpo_es_passk_minus_es"]))
+    claims.append((CLAIMS[3], verdict(*three),
+                   f"GRPO->ES minus GRPO alone at equal updates, Pass@1 {shown(e['grpo_es_pass1_minus_grpo'])}; "
+                   f"minus ES alone at equal sequences, Pass@{k} {shown(e['grpo_es_passk_minus_es'])}; Pass@{k} "
+                   f"minus GRPO's where GRPO's path reaches GRPO->ES's Pass@1 "
+                   f"{shown(e['grpo_es_passk_minus_grpo_at_pass1'])}"))
+    four = (within(e["drift_ratio"], tuple(40 * b for b in RATIO_BAND)), keeps(e["sparse_pass1_change"]))
+    claims.append((CLAIMS[4], verdict(*four),
+                   f"ES/GRPO drift ratio {shown(e['drift_ratio'], 1)}; zeroing {100 * e['sparsity']:.0f}% of the ES "
+                   "update (the largest tau zeroing at least half) changes Pass@1 by "
+                   f"{shown(e['sparse_pass1_change'])}"))
+    claims.append((CLAIMS[5], verdict(keeps(e["es_heldout_change"])),
+                   f"held-out Pass@{k} after ES minus base {shown(e['es_heldout_change'])} "
+                   f"(after GRPO {shown(e['grpo_heldout_change'])})"))
+    claims.append((CLAIMS[6], "not measurable here",
+                   "one model size; ES populations at equal sequences, Pass@1 of the smallest minus the largest "
+                   f"{shown(e['sweep_pass1_small_minus_large'])}"))
+    return claims
+
+
+def heldout_families(row: dict) -> list[str]:
+    return [key for key, value in row.items() if key.startswith("heldout_") and isinstance(value, dict)]
+
+
+def finals_array(rows: list[dict], n: int, k: int, key: str | None = None) -> np.ndarray:
+    """(seeds, P) per-problem Pass@k of one model per seed, on the evaluation set or held-out family `key`."""
+    return np.stack([per_problem(row[key]["correct"] if key else row["correct"], n, k) for row in rows])
+
+
+def path_arrays(paths: list[list[dict]], k: int) -> dict:
+    """The seeds' paths of one schedule (the same points: the same settings): compute axes (points,), means
+    over seeds; pass@1 and pass@k (points, seeds, P); entropy (points, seeds)."""
+    points = min(map(len, paths))
+    axes = {axis: np.array([np.mean([path[i][axis] for path in paths]) for i in range(points)])
+            for axis in ("update", "sequences", "tokens", "seconds")}
+    scores = {key: np.stack([np.stack([path[i][key] for path in paths]) for i in range(points)])
+              for key in ("pass@1", f"pass@{k}")}
+    return axes | scores | {"entropy": np.array([[path[i]["entropy"] for path in paths] for i in range(points)])}
+
+
+def at_level(x: np.ndarray, y: np.ndarray, level: np.ndarray) -> np.ndarray:
+    """Per draw (rows of x and y: (draws, points)): y where x first reaches `level` along the path, linear
+    between points; nan where the path never reaches it."""
+    result = np.full(len(x), np.nan)
+    for d, (xs, ys, target) in enumerate(zip(x, y, level)):
+        above = np.flatnonzero(xs >= target)
+        if len(above):
+            i = above[0]
+            t = 1.0 if i == 0 else (target - xs[i - 1]) / (xs[i] - xs[i - 1])
+            result[d] = ys[i] if i == 0 else ys[i - 1] + t * (ys[i] - ys[i - 1])
+    return result
+
+
+def at_compute(axis: np.ndarray, y: np.ndarray, value: float) -> np.ndarray:
+    """(draws,) y at `value` of a compute axis (points,), linear between points; nan beyond the path's end."""
+    return np.array([np.interp(value, axis, row, right=np.nan) for row in y])
+
+
+def matched(end: dict, path: dict, axis: str, k: int) -> dict:
+    """A model at its end minus another schedule's path where the path matches it on `axis`: Pass@1 and Pass@k
+    differences with intervals. axis: update, sequences or seconds (matched compute) or pass@1 (matched
+    Pass@1, the trade-off); end: its (seeds, P) arrays and compute totals."""
+    data = {"e1": end["pass@1"], "ek": end[f"pass@{k}"], "p1": path["pass@1"], "pk": path[f"pass@{k}"]}
+
+    def at(m, key):
+        return at_level(m["p1"], m[key], m["e1"]) if axis == "pass@1" else at_compute(path[axis], m[key], end[axis])
+
+    where = (end[axis] if axis != "pass@1" else
+             float(at_level(path["pass@1"].mean((1, 2))[None], path["sequences"][None], end["pass@1"].mean()[None])[0]))
+    return {"pass@1": bootstrap(lambda m: m["e1"] - at(m, "p1"), data),
+            f"pass@{k}": bootstrap(lambda m: m["ek"] - at(m, "pk"), data),
+            "where": where}
+
+
+def load_runs(out: Path, updates: dict[str, int], seeds: list[int], k: int) -> dict:
+    """Per schedule, over seeds: end rows, base rows, paths, compute totals and the settings."""
+    runs = {}
+    for name in updates:
+        folders = [out / f"{name}-s{seed}" for seed in seeds]
+        summaries = [json.loads((f / "summary.json").read_text()) for f in folders]
+        config = json.loads((folders[0] / "config.json").read_text())
+        totals = {key: [sum(row[key] for row in s["stages"][1:]) for s in summaries]
+                  for key in ("sequences", "tokens", "seconds")}
+        runs[name] = {"finals": [final(s) for s in summaries], "base": [s["stages"][0] for s in summaries],
+                      "paths": [run_path(f, k) for f in folders], "totals": totals, "config": config,
+                      "stages": es_grpo.stages_of(config["algo"], config["steps"])}
+    return runs
+
+
+def end_of(run: dict, k: int) -> dict:
+    n = run["config"]["eval_samples"]
+    return {"pass@1": finals_array(run["finals"], n, 1), f"pass@{k}": finals_array(run["finals"], n, k),
+            "update": run["config"]["steps"], **{key: float(np.mean(v)) for key, v in run["totals"].items()}}
+
+
+def comparisons(runs: dict, k: int) -> dict[str, dict]:
+    """The fair comparisons: each model at its end against another schedule's path at matched compute or
+    matched Pass@1."""
+    paths = {name: path_arrays(run["paths"], k) for name, run in runs.items()}
+    ends = {name: end_of(run, k) for name, run in runs.items()}
+    rows = {"ES vs GRPO, at ES's Pass@1": matched(ends["es"], paths["grpo"], "pass@1", k),
+            "ES vs GRPO, at ES's seconds": matched(ends["es"], paths["grpo"], "seconds", k),
+            "GRPO vs ES, at GRPO's sequences": matched(ends["grpo"], paths["es"], "sequences", k),
+            "GRPO->ES vs GRPO, at equal updates": matched(ends["grpo-es"], paths["grpo"], "update", k),
+            "GRPO->ES vs GRPO, at GRPO->ES's seconds": matched(ends["grpo-es"], paths["grpo"], "seconds", k),
+            "GRPO->ES vs GRPO, at GRPO->ES's Pass@1": matched(ends["grpo-es"], paths["grpo"], "pass@1", k),
+            "GRPO->ES vs ES, at GRPO->ES's Pass@1": matched(ends["grpo-es"], paths["es"], "pass@1", k)}
+    data = {"a1": ends["grpo-es"]["pass@1"], "b1": ends["es"]["pass@1"],
+            "ak": ends["grpo-es"][f"pass@{k}"], "bk": ends["es"][f"pass@{k}"]}
+    rows["GRPO->ES vs ES alone, at equal sequences"] = {
+        "pass@1": bootstrap(lambda m: m["a1"] - m["b1"], data),
+        f"pass@{k}": bootstrap(lambda m: m["ak"] - m["bk"], data),
+        "where": ends["grpo-es"]["sequences"]}
+    return rows
+
+
+def pass_at_k_curves(runs: dict) -> dict:
+    """Pass@K for K = 1, 2, 4, ..., n of base and every schedule's end (means over seeds and problems), the
+    smallest K at which the base model is at least as good, and base minus model at K = n with its interval."""
+    n = runs["es"]["config"]["eval_samples"]
+    ks = curve_ks(n)
+    models = {"base": runs["es"]["base"], **{name: run["finals"] for name, run in runs.items()}}
+    curves = {name: {f"pass@{k}": float(finals_array(rows, n, k).mean()) for k in ks} for name, rows in models.items()}
+    base_n = finals_array(models["base"], n, n)
+    for name in runs:
+        crossing = [k for k in ks if curves["base"][f"pass@{k}"] >= curves[name][f"pass@{k}"]]
+        curves[name]["base_overtakes_at_K"] = crossing[0] if crossing else None
+        curves[name][f"base_minus_model_at_{n}"] = bootstrap(lambda m: m["b"] - m["m"], {
+            "b": base_n, "m": finals_array(models[name], n, n)})
+    return curves
+
+
+def reproduction_evidence(runs: dict, rows: dict, k: int, drift_ratio, sparsity: dict, diversity: dict,
+                          sweep: dict) -> dict:
+    """The named quantities verdicts() reads, each (estimate, low, high)."""
+    n = runs["es"]["config"]["eval_samples"]
+    end = {name: finals_array(run["finals"], n, k) for name, run in runs.items()}
+    end1 = {name: finals_array(run["finals"], n, 1) for name, run in runs.items()}
+    base, base1 = finals_array(runs["es"]["base"], n, k), finals_array(runs["es"]["base"], n, 1)
+    difference = lambda a, b: bootstrap(lambda m: m["a"] - m["b"], {"a": a, "b": b})  # noqa: E731
+    entropy = lambda rows: np.array([[row["entropy"]] for row in rows])  # noqa: E731  (seeds, 1)
+    families = heldout_families(runs["es"]["base"][0])
+    heldout = lambda rows: np.concatenate([finals_array(rows, n, k, key) for key in families], 1)  # noqa: E731
+    e = {"k": k, "es_pass1_gain": difference(end1["es"], base1), "es_passk_change": difference(end["es"], base),
+         "grpo_entropy_change": difference(entropy(runs["grpo"]["finals"]), entropy(runs["grpo"]["base"])),
+         "grpo_passk_change": difference(end["grpo"], base),
+         "passk_es_minus_grpo_at_es_pass1": rows["ES vs GRPO, at ES's Pass@1"][f"pass@{k}"],
+         "diversity_ratio": (diversity["ratio"], *diversity["ratio_ci"]),
+         "population_gain_vs_centre": (diversity["gain_vs_centre"], *diversity["gain_vs_centre_ci"]),
+         "grpo_es_pass1_minus_grpo": rows["GRPO->ES vs GRPO, at equal updates"]["pass@1"],
+         "grpo_es_passk_minus_es": rows["GRPO->ES vs ES alone, at equal sequences"][f"pass@{k}"],
+         "grpo_es_passk_minus_grpo_at_pass1": rows["GRPO->ES vs GRPO, at GRPO->ES's Pass@1"][f"pass@{k}"],
+         "drift_ratio": drift_ratio}
+    if families:
+        held_base = heldout(runs["es"]["base"])
+        e["es_heldout_change"] = difference(heldout(runs["es"]["finals"]), held_base)
+        e["grpo_heldout_change"] = difference(heldout(runs["grpo"]["finals"]), held_base)
+    else:
+        e["es_heldout_change"] = e["grpo_heldout_change"] = (float("nan"),) * 3
+    samples, full = sparsity["samples"], np.array([per_problem(sparsity["full"]["correct"], sparsity["samples"], 1)])
+    half = [row for row in sparsity["rows"].values() if 0.5 <= row["sparsity"] < 1] or list(sparsity["rows"].values())
+    e["sparsity"] = half[-1]["sparsity"]
+    e["sparse_pass1_change"] = difference(np.array([per_problem(half[-1]["correct"], samples, 1)]), full)
+    small, large = (sweep[min(sweep, key=lambda r: sweep[r]["population"])],
+                    sweep[max(sweep, key=lambda r: sweep[r]["population"])])
+    e["sweep_pass1_small_minus_large"] = difference(np.array([per_problem(small["correct"], small["samples"], 1)]),
+                                                    np.array([per_problem(large["correct"], large["samples"], 1)]))
+    return e
+
+
+def run_flags_for_analyses(args: Args) -> list[str]:
+    """The evaluation flags of the runs, for the analysis commands (same data, problems and decoding)."""
+    return [item for name in EVAL_FLAGS for item in (f"--{name.replace('_', '-')}", str(getattr(args, name)))]
+
+
+def plot_curves(out: Path, curves: dict, k_max: int):
+    ks = curve_ks(k_max)
+
+    def plot(axes):
+        for name, curve in curves.items():
+            axes.plot(ks, [curve[f"pass@{k}"] for k in ks], marker="o", ms=3, label=LABELS[name],
+                      color="k" if name == "base" else None, ls="--" if name == "base" else "-")
+        axes.set(xscale="log", xlabel="K", ylabel="Pass@K (mean over seeds)", title=f"Pass@K, K = 1..{k_max}")
+        axes.set_xscale("log", base=2)
+        axes.legend(fontsize=7)
+
+    columns = [f"pass@{k}" for k in ks] + ["base_overtakes_at_K"]
+    save_outputs(out, "pass_at_k", curves, markdown_table(curves, columns), plot)
+
+
+def plot_paths(out: Path, runs: dict, k: int):
+    paths = {name: path_arrays(run["paths"], k) for name, run in runs.items()}
+
+    def plot(axes):
+        for index, (name, path) in enumerate(paths.items()):
+            p1, pk = path["pass@1"].mean((1, 2)), path[f"pass@{k}"].mean((1, 2))
+            style = dict(marker="o", ms=3, lw=1, color=f"C{index}", label=LABELS[name])
+            axes[0, 0].plot(p1, pk, **style)
+            axes[0, 1].plot(path["sequences"], p1, **style)
+            axes[1, 0].plot(path["sequences"], pk, **style)
+            axes[1, 1].plot(path["seconds"], p1, **style)
+        axes[0, 0].plot(p1[:1], pk[:1], "k*", ms=10, label="base")
+        axes[0, 0].set(xlabel="Pass@1", ylabel=f"Pass@{k}", title="paths in the (Pass@1, Pass@K) plane")
+        axes[0, 1].set(xscale="symlog", xlabel="sequences generated", ylabel="Pass@1")
+        axes[1, 0].set(xscale="symlog", xlabel="sequences generated", ylabel=f"Pass@{k}")
+        axes[1, 1].set(xlabel="training seconds (this machine)", ylabel="Pass@1")
+        axes[0, 0].legend(fontsize=7)
+
+    data = {name: {key: value.mean(tuple(range(1, value.ndim))).tolist() for key, value in path.items()}
+            for name, path in paths.items()}
+    summary = {name: {"points": len(path["update"]), "last_update": int(path["update"][-1]),
+                      "sequences": int(path["sequences"][-1]), "seconds": float(path["seconds"][-1])}
+               for name, path in paths.items()}
+    save_outputs(out, "paths", data, markdown_table(summary, list(next(iter(summary.values())))), plot,
+                 panels=(2, 2))
+
+
+def cmd_reproduce(argv):
+    parser = argparse.ArgumentParser(
+        prog="eval.py reproduce", description="the paper's experiment set, REPORT.md with a verdict per claim",
+        epilog="Any other flag goes to every es_grpo.py run (e.g. --preset paper --model Qwen/Qwen2.5-1.5B-Instruct "
+               "--data train.jsonl --eval-data test.jsonl --device cuda). Finished runs with the same settings "
+               "in OUT/runs are reused, interrupted ones resumed.")
+    parser.add_argument("--out", default="report", help="report folder (runs, analyses, REPORT.md)")
+    parser.add_argument("--quick", action="store_true", help="one seed and tiny budgets (the test suite's)")
+    parser.add_argument("--seeds", default="", help="comma-separated seeds (default 0,1,2; --quick: 0)")
+    parser.add_argument("--steps", type=int, default=0,
+                        help="updates of the two-stage schedules; the others follow (default 200; --quick: 4)")
+    parser.add_argument("--samples", type=int, default=0, help="samples per problem at each stage's end: Pass@K "
+                        "curves up to K = samples (default 256; --quick: 16)")
+    parser.add_argument("--diversity-problems", type=int, default=50, help="problems of the claim-2 measurement")
+    parser.add_argument("--diversity-samples", type=int, default=128, help="samples per problem and member (claim 2)")
+    namespace, run_flags = parser.parse_known_args(argv)
+    quick, started = namespace.quick, time.time()
+    seeds = [int(s) for s in (namespace.seeds or ("0" if quick else "0,1,2")).split(",")]
+    steps = namespace.steps or (4 if quick else 200)
+    samples = namespace.samples or (16 if quick else 256)
+    small = ["--eval-problems", "10", "--heldout-problems", "5", "--es-population", "4", "--es-prompts", "8",
+             "--grpo-prompts", "4"] if quick else []
+    flags = [*small, *run_flags, "--eval-samples", str(samples), "--trajectory-samples", "8" if quick else "32"]
+    args = es_grpo.parse_args(flags)  # a bad flag stops here, before any run
+    if args.preset == "tiny" and not any(flag.startswith("--grpo-lr") for flag in run_flags):
+        flags, args = [*CALIBRATED_GRPO, *flags], es_grpo.parse_args([*CALIBRATED_GRPO, *flags])
+    k = min(32, args.trajectory_samples)
+    out, updates = Path(namespace.out), schedules(args, steps)
+    for seed in seeds:
+        for name, count in updates.items():
+            log(f"reproduce: {name}, seed {seed}, {count} updates")
+            every = str(max(1, round(count / 12)))  # about a dozen points on each path
+            train_run(out / "runs" / f"{name}-s{seed}", [*flags, "--algo", name, "--steps", str(count),
+                                                         "--seed", str(seed), "--eval-every", every])
+    runs = load_runs(out / "runs", updates, seeds, k)
+    analyses_out, base_model = out / "analyses", args.model or "tiny"
+    cheap = [*run_flags_for_analyses(args), "--eval-samples", str(min(samples, 64))]
+    es_models = [str(out / "runs" / f"es-s{seed}" / "stage1-es") for seed in seeds]
+    grpo_models = [str(out / "runs" / f"grpo-s{seed}" / "stage1-grpo") for seed in seeds]
+    drift_rows = cmd_drift([base_model, es_models[0], grpo_models[0], *cheap, "--out", str(analyses_out / "drift")])
+    base_weights = named_weights(load(base_model, args)[0])
+    ratios = np.array([[drift(base_weights, named_weights(load(es, args)[0]))["total"]
+                        / drift(base_weights, named_weights(load(grpo, args)[0]))["total"]]
+                       for es, grpo in zip(es_models, grpo_models)])  # (seeds, 1)
+    drift_ratio = bootstrap(lambda m: m["r"], {"r": ratios})
+    sparsity = cmd_sparsity([base_model, es_models[0], *cheap, "--out", str(analyses_out / "sparsity")])
+    population = 4 if quick else args.es_population
+    diversity_rows = cmd_diversity([base_model, *cheap, "--population", str(population),
+                                    "--samples", str(max(population, 4 if quick else namespace.diversity_samples)),
+                                    "--eval-problems", str(5 if quick else namespace.diversity_problems),
+                                    "--sigmas", ",".join(f"{args.es_sigma * f:g}" for f in (0.3, 1, 3)),
+                                    "--out", str(analyses_out / "diversity")])
+    diversity = diversity_rows[f"sigma={args.es_sigma:g}"]
+    cmd_curves([str(out / "runs" / f"{name}-s{seeds[0]}") for name in updates]
+               + ["--out", str(analyses_out / "curves")])
+    sweep = population_sweep(out / "runs", [*small, *run_flags, "--eval-samples", str(min(samples, 64))],
+                             [2, 4] if quick else [8, 16, 32], sequences=64 if quick else 32 * 64 * 25,
+                             prompts=8 if quick else 64)
+    rows = comparisons(runs, k)
+    curves = pass_at_k_curves(runs)
+    plot_curves(analyses_out / "pass_at_k", curves, samples)
+    plot_paths(analyses_out / "paths", runs, k)
+    evidence = reproduction_evidence(runs, rows, k, drift_ratio, sparsity, diversity, sweep)
+    claims = verdicts(evidence)
+    write_report(out, argv, seeds, runs, rows, curves, diversity_rows, drift_rows, sparsity, sweep, claims, k,
+                 samples, time.time() - started)
+    (out / "report.json").write_text(json.dumps(
+        {"argv": argv, "seeds": seeds, "updates": updates, "claims": claims, "evidence": evidence,
+         "comparisons": rows, "curves": curves, "sweep": {n: {k2: v for k2, v in r.items() if k2 != "correct"}
+                                                          for n, r in sweep.items()}}, indent=1, default=float))
+    log(f"wrote {out / 'REPORT.md'}")
+    return claims
+
+
 def mean_std(values: list[float]) -> str:
     return f"{np.mean(values):.3f} ± {np.std(values, ddof=1):.3f}" if len(values) > 1 else f"{values[0]:.3f}"
 
 
-def verdicts(table: dict, drift_rows: dict, sparsity_rows: dict, diversity_row: dict, sweep: dict) -> list[tuple]:
-    """(claim, verdict, evidence) for the six claims of PAPER.md, from this report's own numbers."""
-    m = {name: {k: float(np.mean(v)) for k, v in row.items()} for name, row in table.items()}
-    base, grpo, es, grpo_es = m["base"], m["grpo"], m["es"], m["grpo-es"]
-    k = max(int(key[5:]) for key in base if key.startswith("pass@"))
-    top = f"pass@{k}"
-    es_ok = es["pass@1"] > base["pass@1"] and es[top] >= base[top] - 0.02
-    grpo_ok = grpo["entropy"] < base["entropy"] and grpo[top] < base[top]
-    claims = [("1. ES raises Pass@1 and keeps Pass@K; GRPO's entropy collapses and its Pass@K falls",
-               "reproduced" if es_ok and grpo_ok else "not reproduced",
-               f"Pass@1 / {top} / entropy: base {base['pass@1']:.3f} / {base[top]:.3f} / {base['entropy']:.3f}, "
-               f"ES {es['pass@1']:.3f} / {es[top]:.3f} / {es['entropy']:.3f}, "
-               f"GRPO {grpo['pass@1']:.3f} / {grpo[top]:.3f} / {grpo['entropy']:.3f}")]
-    gain, predicted = diversity_row["measured_gain"], diversity_row["predicted_gain"]
-    claims.append(("2. The ES population's JS diversity explains its higher Pass@K",
-                   "reproduced" if gain > 0 and predicted > 0 and diversity_row["js_succ"] <= diversity_row["js_pol"]
-                   else "not reproduced",
-                   f"JS_succ {diversity_row['js_succ']:.3f} <= JS_pol {diversity_row['js_pol']:.3f}; "
-                   "predicted coverage gain "
-                   f"{predicted:.3f}, measured population-vs-centre Pass@N gain {gain:.3f}"))
-    both = grpo_es["pass@1"] >= grpo["pass@1"] - 0.01 and grpo_es[top] >= es[top] - 0.02
-    claims.append(("3. GRPO->ES combines GRPO's Pass@1 with ES's Pass@K", "reproduced" if both else "not reproduced",
-                   f"GRPO->ES Pass@1 {grpo_es['pass@1']:.3f} (GRPO {grpo['pass@1']:.3f}), "
-                   f"{top} {grpo_es[top]:.3f} (ES {es[top]:.3f})"))
-    ratio = next(iter(drift_rows["ratio"].values()), float("nan"))
-    sparse = [r for r in sparsity_rows.values() if 0.5 <= r["sparsity"] < 1 and r["gain_kept"] >= 0.8]
-    claims.append(("4. ES drifts far (about 40x GRPO) but its gain lives in a sparse set of large updates",
-                   "reproduced" if ratio >= 10 and sparse else "partly reproduced" if ratio > 1 and sparse
-                   else "not reproduced",
-                   f"ES/GRPO drift ratio {ratio:.1f}; "
-                   + (f"tau {sparse[-1]['tau']:g} zeroes {100 * sparse[-1]['sparsity']:.0f}% "
-                   f"of the update keeping {100 * sparse[-1]['gain_kept']:.0f}% of its Pass@1 gain" if sparse
-                   else "no tau zeroed half the update while keeping 80% of the Pass@1 gain")))
-    held = f"heldout_pass@{k}"
-    claims.append(("5. No catastrophic forgetting after ES on held-out tasks",
-                   "reproduced" if es[held] >= base[held] else "not reproduced",
-                   f"held-out {held[8:]}: base {base[held]:.3f}, ES {es[held]:.3f}, GRPO {grpo[held]:.3f}"))
-    claims.append(("6. Larger models need smaller populations; z-scoring helps; antithetic sampling does not",
-                   "not measurable here", "one model size only; population sweep at equal sequences: " +
-                   ", ".join(f"N={r['population']}: Pass@1 {r['pass@1']:.3f}" for r in sweep.values())))
-    return claims
-
-
-def cmd_reproduce(argv):
-    parser = argparse.ArgumentParser(prog="eval.py reproduce", description="the paper's experiment set at tiny scale")
-    parser.add_argument("--out", default="report", help="report folder (runs, plots, REPORT.md)")
-    parser.add_argument("--quick", action="store_true", help="one seed and small budgets (a few minutes)")
-    parser.add_argument("--seeds", default="", help="comma-separated seeds (default 0,1,2; --quick: 0)")
-    parser.add_argument("--steps", type=int, default=0, help="updates per schedule (default 100; --quick: 4)")
-    namespace = parser.parse_args(argv)
-    quick = namespace.quick
-    seeds = [int(s) for s in (namespace.seeds or ("0" if quick else "0,1,2")).split(",")]
-    steps = namespace.steps or (4 if quick else 100)
-    out = Path(namespace.out)
-    eval_flags = ["--eval-problems", "10", "--heldout-problems", "5", "--eval-samples", "16"] if quick else []
-    common = ["--es-population", "4", "--es-prompts", "8", "--grpo-prompts", "4", *eval_flags] if quick else []
-    summaries = {}
-    for seed in seeds:
-        for algo in ("grpo", "es", "grpo-es", "es-grpo"):
-            log(f"reproduce: {algo}, seed {seed}, {steps} updates")
-            summaries[(algo, seed)] = train_run(out / "runs" / f"{algo}-s{seed}",
-                                                [*common, "--algo", algo, "--steps", str(steps), "--seed", str(seed)])
-    columns = [c for c in ("pass@1", "pass@16", "pass@64", "maj@16", "entropy", "heldout_pass@64", "heldout_pass@16")
-               if c in final(summaries[("es", seeds[0])])]
-    table = {"base": {c: [summaries[("grpo", s)]["stages"][0][c] for s in seeds] for c in columns}}
-    for algo in ("grpo", "es", "grpo-es", "es-grpo"):
-        table[algo] = {c: [final(summaries[(algo, s)])[c] for s in seeds] for c in columns + ["sequences"]}
-    seed = seeds[0]
-    runs = out / "runs"
-    es_model, grpo_model = str(runs / f"es-s{seed}" / "stage1-es"), str(runs / f"grpo-s{seed}" / "stage1-grpo")
-    analyses_out = out / "analyses"
-    drift_rows = cmd_drift(["tiny", es_model, grpo_model, *eval_flags, "--out", str(analyses_out / "drift")])
-    sparsity_rows = cmd_sparsity(["tiny", es_model, *eval_flags, "--out", str(analyses_out / "sparsity")])
-    population = 4 if quick else Args.es_population
-    diversity_rows = cmd_diversity(["tiny", "--population", str(population), "--samples", "2" if quick else "8",
-                                    *eval_flags, "--out", str(analyses_out / "diversity")])
-    cmd_curves([str(runs / f"{algo}-s{seed}") for algo in ("grpo", "es", "grpo-es", "es-grpo")]
-               + ["--out", str(analyses_out / "curves")])
-    sweep = population_sweep(out / "runs", common, [2, 4] if quick else [8, 16, 32],
-                             sequences=64 if quick else 32 * 64 * 25, prompts=8 if quick else 64)
-    claims = verdicts(table, drift_rows, sparsity_rows, next(iter(diversity_rows.values())), sweep)
-    lines = ["# Reproduction report (tiny scale)", "",
-             f"Command: `python eval.py reproduce {' '.join(argv)}`; seeds {seeds}; {steps} updates per schedule "
-             "(two-stage schedules: half each); settings: the tiny preset of es_grpo.py"
-             f"{' with ' + ' '.join(common) if common else ''}. "
-             "Pass@K on the `test` split at temperature 0.6; mean ± sample std over seeds.", "",
-             "| run | " + " | ".join(columns + ["sequences"]) + " |", "|" + "---|" * (len(columns) + 2)]
-    for name, row in table.items():
-        cells = (mean_std(row[c]) if c in row else "-" for c in columns + ["sequences"])
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    lines += ["", "## Claims", "", "| claim | verdict | numbers |", "|---|---|---|"]
-    lines += [f"| {claim} | **{verdict}** | {evidence} |" for claim, verdict, evidence in claims]
-    lines += ["", "## Population sweep (equal sequences)", "",
-              markdown_table(sweep, ["updates", "sequences", "pass@1", "pass@16", "pass@64"], "population"),
-              "", "## Plots", ""]
-    lines += [f"![{name}](analyses/{name}/{name}.png)" for name in ("drift", "sparsity", "diversity", "curves")]
+def write_report(out: Path, argv, seeds, runs, rows, curves, diversity_rows, drift_rows, sparsity, sweep, claims, k,
+                 samples, seconds):
+    n = samples
+    config = runs["es"]["config"]
+    budget = {}
+    for name, run in runs.items():
+        stages = " + ".join(f"{u} {s.upper()}" for s, u in run["stages"])
+        budget[LABELS[name]] = {"updates": stages, **{key: mean_std(run["totals"][key]) for key in run["totals"]},
+                                "trajectory every": f"{run['config']['eval_every']} updates"}
+    table = {"base": runs["es"]["base"], **{name: run["finals"] for name, run in runs.items()}}
+    results = {}
+    for name, rows_ in table.items():
+        results[LABELS[name]] = {f"pass@{kk}": mean_std([float(per_problem(r["correct"], n, kk).mean()) for r in rows_])
+                                 for kk in (1, k, n)}
+        results[LABELS[name]]["maj@16"] = mean_std([r["maj@16"] for r in rows_])
+        results[LABELS[name]]["entropy"] = mean_std([r["entropy"] for r in rows_])
+        families = heldout_families(rows_[0])
+        for key in families:
+            results[LABELS[name]][f"{key} pass@{k}"] = mean_std(
+                [float(per_problem(r[key]["correct"], n, k).mean()) for r in rows_])
+    columns = list(next(iter(results.values())))
+    fair = {name: {"where": f"{row['where']:,.0f}" if row["where"] == row["where"] else "never reached",
+                   "Pass@1 difference": shown(row["pass@1"]), f"Pass@{k} difference": shown(row[f"pass@{k}"])}
+            for name, row in rows.items()}
+    overtakes = {LABELS[name]: {"base overtakes at K": curve["base_overtakes_at_K"] or "never (K <= n)",
+                                f"base minus model at K={n}": shown(curve[f"base_minus_model_at_{n}"])}
+                 for name, curve in curves.items() if name != "base"}
+    diversity = {name: {key: (shown((row[key], *row[key + "_ci"]), 4) if key + "_ci" in row else f"{row[key]:.4f}")
+                        for key in ("js_succ", "js_pol", "predicted", "gain", "ratio", "gain_vs_centre")}
+                 for name, row in diversity_rows.items()}
+    first = next(iter(diversity_rows.values()))
+    lines = [
+        "# Reproduction report", "",
+        f"Command: `python eval.py reproduce {' '.join(argv)}`, {seconds / 60:.0f} min on this machine. Seeds "
+        f"{seeds}; model `{config['model'] or 'tiny_model/'}`; settings: preset `{config['preset']}` of es_grpo.py "
+        f"plus the flags above. Evaluation: the `{config['eval_split']}` split, {config['eval_problems']} problems, "
+        f"{n} samples per problem at temperature {config['eval_temperature']} at each stage's end, "
+        f"{config['trajectory_samples']} at the trajectory points; unbiased Pass@K from per-problem counts.", "",
+        "**Intervals and verdicts.** Every interval is a 95% paired bootstrap: each of 1,000 draws resamples the "
+        "seeds and the problems with replacement, the same draw for every model compared. One set of margins "
+        f"for all claims: *raises* / *falls*: the interval is above / below 0; *keeps*: its lower end is above "
+        f"-{TOLERANCE}; *about equal* (ratios): inside [{RATIO_BAND[0]:g}, {RATIO_BAND[1]:g}] times the "
+        "reference. A claim is *reproduced* when every condition holds, *not reproduced* when one clearly fails "
+        "(the whole interval on the wrong side), *inconclusive* otherwise.", "",
+        "## Budgets", "",
+        "Per run, mean ± std over seeds: sequences, tokens and seconds over all stages (training only). GRPO->ES "
+        "and ES->GRPO split their updates evenly (the paper); ES alone gets GRPO->ES's sequences; GRPO alone "
+        "runs twice GRPO->ES's updates, about its seconds here, so that its path holds the matched points.", "",
+        markdown_table(budget, list(next(iter(budget.values()))), "schedule"), "",
+        "## Claims", "", "| claim | verdict | numbers, 95% intervals |", "|---|---|---|",
+        *[f"| {claim} | **{result}** | {numbers} |" for claim, result, numbers in claims], "",
+        "## Models at the end of each schedule", "",
+        f"Mean ± std over seeds; held-out families: Pass@{k}.", "",
+        markdown_table(results, columns, "model"), "",
+        f"## Pass@K curves, K = 1..{n}", "", "![pass@k](analyses/pass_at_k/pass_at_k.png)", "",
+        markdown_table(overtakes, list(next(iter(overtakes.values()))), "model"), "",
+        "## Matched comparisons along the paths", "",
+        "Each row: the first model at its end minus the second's path where it matches the first on compute "
+        f"(updates, sequences or training seconds) or on Pass@1 (where = the matching point's value: sequences "
+        f"for Pass@1). Paths: a point every few updates ({config['trajectory_samples']} samples per problem) and "
+        "each stage's end.", "",
+        "![paths](analyses/paths/paths.png)", "",
+        markdown_table(fair, list(next(iter(fair.values()))), "comparison"), "",
+        "## Claim 2: the population's coverage, measured without bias", "",
+        f"Base model, N = {first['population']} members, {first['samples']} samples per problem for each member "
+        f"and for the centre (each its own sampling noise), {first['problems']} problems; intervals over problems. "
+        "`gain`: the population's Pass@N (one sample per member) minus that of one policy with the members' mean "
+        "success rate, which the formula N p (1-p)^(N-1) JS_succ predicts (`predicted`); `gain_vs_centre`: minus "
+        "the unperturbed model's unbiased Pass@N. The plug-in JS_succ is biased up by about (1 - 1/N) / (2 x "
+        "samples) nats per problem. The `disagreement` logged during ES training (greedy 0/1 successes) is not "
+        "JS_succ.", "",
+        "![diversity](analyses/diversity/diversity.png)", "",
+        markdown_table(diversity, ["js_succ", "js_pol", "predicted", "gain", "ratio", "gain_vs_centre"], "noise"), "",
+        "## Drift, sparsity, population sweep (claims 4 and 6)", "",
+        f"Seed {seeds[0]}'s ES and GRPO models: relative L2 drift from the base model per module kind (the ratio "
+        "in the claims table: over seeds); the ES update with every |delta| <= tau zeroed; ES populations at "
+        "equal sequences.", "",
+        markdown_table(drift_rows["drift"], list(next(iter(drift_rows["drift"].values()))), "model"), "",
+        markdown_table(sparsity["rows"], ["sparsity", "pass@1", "pass@1_kept", "gain_kept"], "threshold"), "",
+        markdown_table(sweep, ["updates", "sequences", "pass@1", "pass@16", "pass@64"], "population"), "",
+        "![drift](analyses/drift/drift.png)", "", "![sparsity](analyses/sparsity/sparsity.png)", "",
+        "![training curves](analyses/curves/curves.png)", ""]
     (out / "REPORT.md").write_text("\n".join(lines) + "\n")
-    (out / "report.json").write_text(json.dumps({"seeds": seeds, "steps": steps, "table": table, "claims": claims,
-                                                 "sweep": sweep}, indent=2))
-    log(f"wrote {out / 'REPORT.md'}")
-    return claims
 
 
 COMMANDS = {"reproduce": cmd_reproduce, "sweep": cmd_sweep, "drift": cmd_drift, "sparsity": cmd_sparsity,
