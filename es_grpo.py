@@ -96,6 +96,8 @@ class Args:
     es_prompts: int = flag(64, "prompts each ES member is scored on, per iteration")
     es_temperature: float = flag(0.0, "ES decoding temperature (0: greedy, the paper's easy setting)")
     es_zscore: bool = flag(True, "z-score rewards across the population")
+    es_antithetic: bool = flag(False, "mirrored sampling: N/2 seeds, each used with +eps and -eps")
+    es_null: bool = flag(False, "control: rewards shuffled across members (no signal, same step size)")
     es_batched: str = flag("auto", "decode members in one batch (HF rollout; auto: if greedy and the weights "
                                    "fit in 1 GiB or half the free GPU memory)", ("auto", "on", "off"))
     # GRPO (paper: 8 samples/prompt, lr 1e-6, temperature 1.0, clip 0.2, beta 0.001)
@@ -149,6 +151,7 @@ def parse_args(argv=None) -> Args:
         (a.es_sigma <= 0, "--es-sigma must be positive"),
         (a.es_alpha < 0 or a.grpo_lr < 0, "--es-alpha and --grpo-lr must not be negative"),
         (min(a.es_population, a.grpo_group) < 2, "--es-population and --grpo-group must be at least 2"),
+        (a.es_antithetic and a.es_population % 2 == 1, "--es-antithetic needs an even --es-population"),
         (min(a.save_every, a.eval_every, a.grpo_microbatch) < 0,
          "--save-every, --eval-every and --grpo-microbatch must not be negative"),
         (min(counts) < 1, "counts (prompts, problems, tokens, batch, epochs) must be at least 1"),
@@ -301,8 +304,7 @@ def reward(problem: dict, completion: str) -> float:
         return countdown_reward(completion, problem["numbers"], problem["target"])
     return math_reward(completion, problem["answer"])
 
-def answer_key(problem: dict, completion: str) -> str:
-    """What a majority vote compares: the number, or the expression without spaces."""
+def answer_key(problem: dict, completion: str) -> str:  # what Maj@K compares: the number, or the expression
     if problem["task"] == "countdown":
         return re.sub(r"\s", "", countdown_answer(completion))
     return str(extract_number(completion))
@@ -367,8 +369,7 @@ class Rollout:
     @property
     def tokens(self) -> int: return int(self.completion_mask.sum())
     def rows(self, index: slice) -> Rollout:
-        tensors = (getattr(self, f.name)[index] for f in dataclasses.fields(self)[1:])
-        return Rollout(self.texts[index], *tensors)
+        return Rollout(*(value[index] for value in vars(self).values()))  # texts and every tensor, in order
 
 def cache_argument(model) -> str:  # some transformers 5 models take `cache`, others `past_key_values`
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
@@ -503,9 +504,7 @@ def pass_at_k(n: int, c: int, k: int) -> float:
     """Unbiased Pass@k from n samples with c correct (PAPER.md): 1 - C(n-c, k) / C(n, k), product form."""
     if not 0 <= c <= n or not 1 <= k <= n:
         raise ValueError(f"pass_at_k needs 0 <= c <= n and 1 <= k <= n, got n={n} c={c} k={k}")
-    if n - c < k:
-        return 1.0
-    return 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
+    return 1.0 if n - c < k else 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
 
 def maj_at_k(keys: list[str], correct: list[bool], k: int) -> float:
     """Maj@k over disjoint groups of k samples: is the most frequent answer (first seen on ties) correct?"""
@@ -626,12 +625,12 @@ def grpo_step(model, reference, optimizer, tokenizer, problems: list[dict], args
 # ----------------------------------------------------------------------------- ES
 
 def noise(seed: int, index: int, like: torch.Tensor) -> torch.Tensor:
-    """eps for tensor `index` of the member with integer `seed`: independent per tensor, regenerable."""
-    generator = torch.Generator(device=like.device).manual_seed(seed * 1_000_003 + index)
-    return torch.randn(like.shape, generator=generator, device=like.device, dtype=torch.float32)
+    """eps of tensor `index` for the member `seed`: independent per tensor, regenerable; -seed gives -eps."""
+    generator = torch.Generator(device=like.device).manual_seed(abs(seed) * 1_000_003 + index)
+    eps = torch.randn(like.shape, generator=generator, device=like.device, dtype=torch.float32)
+    return eps.neg_() if seed < 0 else eps
 
-def master_weights(params: list[torch.Tensor]) -> list[torch.Tensor]:
-    """The fp32 CPU copy that ES perturbs from, restores to and updates (departure 4)."""
+def master_weights(params: list[torch.Tensor]) -> list[torch.Tensor]:  # what ES perturbs, restores, updates
     return [p.detach().float().cpu().clone() for p in params]
 
 @torch.no_grad()
@@ -677,7 +676,9 @@ def es_step(model, params, master, tokenizer, problems: list[dict], args: Args, 
             ranks: OneProcess = ONE_PROCESS) -> dict:
     """Score N perturbed copies on the same prompts (and sampling noise), then move toward the better ones.
     At scale each process scores some members; only scores are exchanged, and eps regenerated from seeds."""
-    seeds = random.Random(seed).sample(range(2**31 - 1), args.es_population)
+    draw = random.Random(seed).sample  # antithetic: sum_n z_n eps_n = sum over pairs (z_s - z_-s) eps_s
+    seeds = ([s for half in draw(range(1, 2**31 - 1), args.es_population // 2) for s in (half, -half)]
+             if args.es_antithetic else draw(range(2**31 - 1), args.es_population))
     prompts, N, P = [prompt_text(p, tokenizer) for p in problems], len(seeds), len(problems)
     scores = {name: torch.zeros(N, dtype=torch.float64) for name in ("reward", "tokens", "entropy_sum")}
     scores["solved"] = torch.zeros(N, P, dtype=torch.float64)  # (N, P) 1 where member n solved problem p
@@ -710,6 +711,8 @@ def es_step(model, params, master, tokenizer, problems: list[dict], args: Args, 
             scores["solved"][member] = rewards == 1.0
     scores = ranks.sum(scores)  # every process now has every member's scores (zero where not its own)
     rewards = scores["reward"].float()  # (N,) each member's mean reward, bit for bit as its process had it
+    if args.es_null:  # the control: every member is credited with another's reward
+        rewards = rewards[torch.randperm(N, generator=torch.Generator().manual_seed(seed))]
     z = zscore(rewards) if args.es_zscore else (rewards - rewards.mean()) * (rewards.max() > rewards.min())
     es_update(params, master, seeds, z, args.es_alpha, drawn)
     tokens = int(scores["tokens"].sum())
@@ -782,8 +785,7 @@ def population_forward(model, params: list[torch.Tensor], master: list[torch.Ten
 
 # ----------------------------------------------------------------------------- schedule
 
-def stages_of(algo: str, steps: int) -> list[tuple[str, int]]:
-    """The paper's sequential schedules (claim 3) split the update budget evenly."""
+def stages_of(algo: str, steps: int) -> list[tuple[str, int]]:  # claim 3: the update budget split evenly
     names = algo.split("-")
     return [(name, steps // len(names) + (i < steps % len(names))) for i, name in enumerate(names)]
 
@@ -937,8 +939,7 @@ def run(args: Args, generate=rollout, ranks: OneProcess = ONE_PROCESS) -> dict:
 # stage's state, RNG states, evaluations so far) is replaced atomically; --resume continues from it to the
 # result of an uninterrupted run (tests/test_reliability.py: test_sigkill_then_resume_is_bit_identical_...).
 
-def atomic_write(path: Path, write):
-    """Write through a temporary name and rename, so a crash never leaves a half-written file."""
+def atomic_write(path: Path, write):  # a temporary name, then rename: a crash never leaves half a file
     tmp = path.with_name(path.name + ".tmp")
     write(tmp)
     os.replace(tmp, path)
@@ -975,8 +976,7 @@ def save_checkpoint(out: Path, model, stage: int, stage_state: dict | None, stag
                  "rng": rng}
         atomic_write(out / "checkpoint.pt", lambda tmp: torch.save(state, tmp))
 
-def resume_metrics(out: Path, schedule: list, checkpoint: dict | None, ranks: OneProcess):
-    """Drop the metrics of updates after the checkpoint (all of them if it was never written)."""
+def resume_metrics(out: Path, schedule: list, checkpoint: dict | None, ranks: OneProcess):  # drop later lines
     done = 0
     if checkpoint:
         in_stage = (checkpoint["stage_state"] or {}).get("update", 0)

@@ -8,10 +8,13 @@
     python eval.py curves RUN [RUN ...]                                  # training curves from metrics.jsonl
     python eval.py sweep --populations 8,16,32 --sequences 51200         # ES population sizes at equal sequences
     python eval.py reproduce --out report [--quick]                      # every experiment, REPORT.md with verdicts
+    python eval.py reproduce --out report-qwen --preset paper --model Qwen/Qwen2.5-1.5B-Instruct \
+        --data gsm8k_train.jsonl --eval-data gsm8k_test.jsonl --device cuda    # the same report at full scale
 
 MODEL is a folder (e.g. runs/es-s0/stage1-es) or a hub id; "" or "tiny" is the shipped tiny model.
 Evaluation uses es_grpo's held-out problems (the `test` split unless --eval-split dev), never training ones.
-Each command writes JSON, a markdown table and a PNG to --out.
+Each command writes JSON, a markdown table and a PNG to --out. Every verdict of `reproduce` is read off 95%
+paired-bootstrap intervals (over problems, and seeds) with one set of margins: see "intervals and verdicts".
 """
 from __future__ import annotations
 
@@ -223,16 +226,26 @@ def drift(base: dict[str, torch.Tensor], trained: dict[str, torch.Tensor]) -> di
     return result
 
 
-def sparsify(base: dict[str, torch.Tensor], trained: dict[str, torch.Tensor], tau: float):
-    """theta_base + delta * (|delta| > tau), and the fraction of coordinates whose update was zeroed."""
+def sparsify(base: dict[str, torch.Tensor], trained: dict[str, torch.Tensor], tau: float,
+             keep_at_random: float | None = None, seed: int = 0):
+    """theta_base + delta * mask, and the fraction of coordinates whose update was zeroed. mask: |delta| > tau;
+    or, the control, each coordinate kept with probability keep_at_random: the same sparsity, blind to size."""
     kept, zeroed, total = {}, 0, 0
+    generator = torch.Generator().manual_seed(seed)
     for name in base:
         delta = trained[name] - base[name]
-        mask = delta.abs() > tau
+        mask = (delta.abs() > tau if keep_at_random is None
+                else torch.rand(delta.shape, generator=generator) < keep_at_random)
         kept[name] = base[name] + delta * mask
         zeroed += int((~mask).sum())
         total += mask.numel()
     return kept, zeroed / total
+
+
+def zeroing_threshold(base: dict[str, torch.Tensor], trained: dict[str, torch.Tensor], fraction: float) -> float:
+    """The tau that zeroes `fraction` of the update's coordinates: that quantile of |delta|."""
+    magnitudes = torch.cat([(trained[name] - base[name]).abs().flatten() for name in base])
+    return float(magnitudes.kthvalue(max(1, round(fraction * magnitudes.numel()))).values)
 
 
 def cmd_drift(argv):
@@ -264,46 +277,67 @@ def cmd_sparsity(argv):
     parser = parser_for("sparsity")
     parser.add_argument("base", help="the model before training")
     parser.add_argument("trained", help="the trained model whose update is sparsified")
-    parser.add_argument("--taus", default="0,2.5e-4,5e-4,1e-3,2e-3,3e-3,1e-2,3e-2",
-                        help="comma-separated thresholds tau (the paper: 2.5e-4 to 3e-3)")
+    parser.add_argument("--zeroed", default="0.5,0.7,0.78,0.9,0.95",
+                        help="comma-separated fractions of the update's coordinates to zero, smallest |delta| "
+                             "first (the paper: about 0.78 keeps Pass@1)")
+    parser.add_argument("--taus", default="", help="comma-separated thresholds tau instead (zero |delta| <= tau)")
+    parser.add_argument("--null", default="", help="a null ES run's model (es_grpo.py --es-null): its update, "
+                        "sparsified the same way, is the second control")
     namespace = parser.parse_args(argv)
     args = eval_args(namespace)
     try:
-        taus = [float(t) for t in namespace.taus.split(",")]
+        values = [float(t) for t in (namespace.taus or namespace.zeroed).split(",")]
     except ValueError:
-        parser.error(f"--taus: not a list of numbers: {namespace.taus!r}")
+        parser.error(f"--taus / --zeroed: not a list of numbers: {namespace.taus or namespace.zeroed!r}")
     model, tokenizer = load(namespace.trained, args)
     base, trained = named_weights(load(namespace.base, args)[0]), named_weights(model)
     _, evaluation, _ = evaluation_sets(args, tokenizer)
     k = max(k for k in es_grpo.PASS_KS if k <= args.eval_samples)
-    full = evaluate(model, tokenizer, evaluation, args, args.seed, (1, k), ())
-    rows = {}
-    for tau in [float("inf"), *taus]:  # tau = inf first: the base model, against which the gain is measured
-        weights, sparsity = sparsify(base, trained, tau)
+
+    def measure_weights(weights) -> dict:
         with torch.no_grad():
             for name, param in model.named_parameters():
                 param.copy_(weights[name])
-        result = evaluate(model, tokenizer, evaluation, args, args.seed, (1, k), ())
-        gain = full["pass@1"] - rows["tau=inf"]["pass@1"] if rows else float("nan")
-        rows[f"tau={tau:g}"] = {"tau": tau, "sparsity": sparsity, "pass@1": result["pass@1"],
-                                f"pass@{k}": result[f"pass@{k}"],
-                                "pass@1_kept": result["pass@1"] / full["pass@1"] if full["pass@1"] else float("nan"),
-                                "gain_kept": ((result["pass@1"] - rows["tau=inf"]["pass@1"]) / gain
-                                              if rows and gain > 0 else float("nan")),
-                                "correct": result["correct"]}
-    zeroed = rows.pop("tau=inf")  # every update zeroed: the base model
-    full["base_pass@1"], full["base_correct"] = zeroed["pass@1"], zeroed["correct"]
+        return evaluate(model, tokenizer, evaluation, args, args.seed, (1, k), ())
+
+    null = named_weights(load(namespace.null, args)[0]) if namespace.null else None
+    full = measure_weights(trained)
+    full["base"] = measure_weights(base)  # every update zeroed, against which the gain is measured
+    if null is not None:
+        full["null"] = measure_weights(null)
+    gain = full["pass@1"] - full["base"]["pass@1"]
+    rows = {}
+    for value in values:
+        tau = value if namespace.taus else zeroing_threshold(base, trained, value)
+        weights, sparsity = sparsify(base, trained, tau)
+        name = f"tau={value:g}" if namespace.taus else f"zeroed={100 * value:g}%"
+        control, random_sparsity = sparsify(base, trained, tau, keep_at_random=1 - sparsity, seed=args.seed)
+        variants = [(name, "largest kept", weights, sparsity),
+                    (f"random, {name}", "random mask", control, random_sparsity)]
+        if null is not None:  # the null update, its own smallest coordinates zeroed to the same sparsity
+            null_tau = tau if namespace.taus else zeroing_threshold(base, null, value)
+            variants.append((f"null, {name}", "null ES run", *sparsify(base, null, null_tau)))
+        for label, kind, kept, zeroed in variants:
+            result = measure_weights(kept)
+            rows[label] = {"mask": kind, "tau": tau, "sparsity": zeroed, "pass@1": result["pass@1"],
+                           f"pass@{k}": result[f"pass@{k}"],
+                           "pass@1_kept": result["pass@1"] / full["pass@1"] if full["pass@1"] else float("nan"),
+                           "gain_kept": ((result["pass@1"] - full["base"]["pass@1"]) / gain if gain > 0
+                                         else float("nan")),
+                           "correct": result["correct"]}
 
     def plot(axes):
-        xs = [100 * r["sparsity"] for r in rows.values()]
-        axes.plot(xs, [r["pass@1"] for r in rows.values()], marker="o", label="Pass@1")
-        axes.plot(xs, [r[f"pass@{k}"] for r in rows.values()], marker="s", label=f"Pass@{k}")
-        axes.axhline(full["pass@1"], ls=":", color="C0")
-        axes.axhline(full[f"pass@{k}"], ls=":", color="C1")
-        axes.set(xlabel="update coordinates zeroed (%)", ylabel="Pass@K", title="sparsified update")
+        for kind, marker in (("largest kept", "o"), ("random mask", "x"), ("null ES run", "s")):
+            chosen = [r for r in rows.values() if r["mask"] == kind]
+            if chosen:
+                axes.plot([100 * r["sparsity"] for r in chosen], [r["pass@1"] for r in chosen], marker=marker,
+                          label=f"Pass@1, {kind}")
+        axes.axhline(full["pass@1"], ls=":", color="C0", label="Pass@1, whole update")
+        axes.axhline(full["base"]["pass@1"], ls="--", color="k", label="Pass@1, base")
+        axes.set(xlabel="update coordinates zeroed (%)", ylabel="Pass@1", title="sparsified ES update")
         axes.legend(fontsize=7)
 
-    table = markdown_table(rows, ["sparsity", "pass@1", f"pass@{k}", "pass@1_kept", "gain_kept"], "threshold")
+    table = markdown_table(rows, ["mask", "sparsity", "pass@1", f"pass@{k}", "pass@1_kept", "gain_kept"], "update")
     data = {"base": namespace.base, "trained": namespace.trained, "samples": args.eval_samples, "full": full,
             "rows": rows}
     save_outputs(Path(namespace.out), "sparsity", data, table, plot)
@@ -466,6 +500,53 @@ def cmd_forgetting(argv):
     return deltas
 
 
+SATURATED = 0.95  # a held-out family the base model solves this often (Pass@1) has little room to show anything
+
+
+def forgetting_control(base_name: str, es_models: list[str], grpo_models: list[str], args: Args, problems: int,
+                       out: Path) -> dict:
+    """Held-out families that are not saturated (the base model's Pass@1 below SATURATED), `problems` each:
+    per-problem counts (seeds, P) for the base model, ES and GRPO (a model per seed) and a control per seed:
+    the base plus signal-free Gaussian noise whose RMS, tensor by tensor, is that of the seed's ES update."""
+    model, tokenizer = load(base_name, args)
+    _, _, heldout = evaluation_sets(dataclasses.replace(args, heldout_problems=problems), tokenizer)
+    base = named_weights(model)
+
+    def counts(weights) -> list[int]:
+        with torch.no_grad():
+            for name, param in model.named_parameters():
+                param.copy_(weights[name])
+        return [c for task in families for c in evaluate(model, tokenizer, heldout[task], args, args.seed, (1,), ())
+                ["correct"]]
+
+    families = list(heldout)
+    first = {task: evaluate(model, tokenizer, heldout[task], args, args.seed, (1,), ()) for task in families}
+    families = [task for task in families if first[task]["pass@1"] < SATURATED]
+    result = {"families": families, "problems": problems, "samples": args.eval_samples,
+              "base": [counts(base)] * len(es_models),
+              "saturated": {task: row["pass@1"] for task, row in first.items() if task not in families},
+              "es": [], "grpo": [], "noise": []}
+    for seed, (es, grpo) in enumerate(zip(es_models, grpo_models)):
+        trained = named_weights(load(es, args)[0])
+        generator = torch.Generator().manual_seed(seed)
+        noise = {name: base[name] + torch.randn(base[name].shape, generator=generator)
+                 * (trained[name] - base[name]).pow(2).mean().sqrt() for name in base}
+        result["es"].append(counts(trained))
+        result["noise"].append(counts(noise))
+        result["grpo"].append(counts(named_weights(load(grpo, args)[0])))
+    k = min(32, args.eval_samples)
+    means = {name: {f"pass@{kk}": float(np.mean([per_problem(c, args.eval_samples, kk) for c in result[name]]))
+                    for kk in (1, k)} for name in ("base", "es", "grpo", "noise")}
+
+    def plot(axes):
+        grouped_bars(axes, means, ["pass@1", f"pass@{k}"])
+        axes.set(ylabel="held-out Pass@K", title=f"held-out {', '.join(families) or 'none'}: base, ES, GRPO, noise")
+
+    result["means"] = means
+    save_outputs(out, "forgetting", result, markdown_table(means, ["pass@1", f"pass@{k}"]), plot)
+    return result
+
+
 def read_metrics(run: Path) -> list[dict]:
     """metrics.jsonl lines, with the compute spent since the start of the run, over all its stages:
     `run_sequences`, `run_tokens` (the lines' own counts restart at each stage) and `run_seconds` (training
@@ -517,7 +598,7 @@ def cmd_curves(argv):
     parser.add_argument("--out", default="evals", help="output folder")
     namespace = parser.parse_args(argv)
     runs = {name: read_metrics(Path(name)) for name in namespace.runs}
-    keys = ("reward", "entropy", "js_succ", "kl")
+    keys = ("reward", "entropy", "disagreement", "kl")
 
     def plot(axes):
         for row, x_key in enumerate(("update", "run_sequences")):
@@ -606,6 +687,7 @@ CLAIMS = {1: "ES raises Pass@1 and keeps Pass@K; GRPO's entropy collapses and it
           4: "ES drifts far (about 40x GRPO) but its gain lives in a sparse set of large updates",
           5: "No catastrophic forgetting after ES on held-out tasks",
           6: "Larger models need smaller populations; z-scoring helps; antithetic sampling does not"}
+PAPER_SPARSITY = 0.78  # claim 4: zeroing about 78% of the ES update keeps Pass@1
 CALIBRATED_GRPO = ["--grpo-lr", "3e-6"]  # tiny preset, tuned on dev: README, "How the tiny preset was chosen"
 LABELS = {"base": "base", "grpo": "GRPO", "es": "ES", "grpo-es": "GRPO->ES", "es-grpo": "ES->GRPO"}
 
@@ -643,14 +725,19 @@ def verdicts(e: dict) -> list[tuple[str, str, str]]:
                    f"minus ES alone at equal sequences, Pass@{k} {shown(e['grpo_es_passk_minus_es'])}; Pass@{k} "
                    f"minus GRPO's where GRPO's path reaches GRPO->ES's Pass@1 "
                    f"{shown(e['grpo_es_passk_minus_grpo_at_pass1'])}"))
-    four = (within(e["drift_ratio"], tuple(40 * b for b in RATIO_BAND)), keeps(e["sparse_pass1_change"]))
+    four = (within(e["drift_ratio"], tuple(40 * b for b in RATIO_BAND)), keeps(e["sparse_pass1_change"]),
+            rises(e["sparse_minus_random"]))
     claims.append((CLAIMS[4], verdict(*four),
-                   f"ES/GRPO drift ratio {shown(e['drift_ratio'], 1)}; zeroing {100 * e['sparsity']:.0f}% of the ES "
-                   "update (the largest tau zeroing at least half) changes Pass@1 by "
-                   f"{shown(e['sparse_pass1_change'])}"))
+                   f"ES/GRPO drift ratio {shown(e['drift_ratio'], 1)}; zeroing the smallest "
+                   f"{100 * e['sparsity']:.0f}% of the ES update: Pass@1 minus the whole update's "
+                   f"{shown(e['sparse_pass1_change'])}, minus a random mask's of the same sparsity "
+                   f"{shown(e['sparse_minus_random'])}, share of the gain kept {shown(e['sparse_gain_kept'], 2)}; "
+                   f"a null ES run (no signal) drifts {e['null_drift_share']:.2f}x as far as ES and changes Pass@1 "
+                   f"by {shown(e['null_pass1_change'])}"))
     claims.append((CLAIMS[5], verdict(keeps(e["es_heldout_change"])),
-                   f"held-out Pass@{k} after ES minus base {shown(e['es_heldout_change'])} "
-                   f"(after GRPO {shown(e['grpo_heldout_change'])})"))
+                   f"held-out Pass@{k} (unsaturated families) after ES minus base {shown(e['es_heldout_change'])}; "
+                   f"after GRPO {shown(e['grpo_heldout_change'])}; control, the base plus noise the size of the ES "
+                   f"update {shown(e['noise_heldout_change'])}"))
     claims.append((CLAIMS[6], "not measurable here",
                    "one model size; ES populations at equal sequences, Pass@1 of the smallest minus the largest "
                    f"{shown(e['sweep_pass1_small_minus_large'])}"))
@@ -711,10 +798,10 @@ def matched(end: dict, path: dict, axis: str, k: int) -> dict:
             "where": where}
 
 
-def load_runs(out: Path, updates: dict[str, int], seeds: list[int], k: int) -> dict:
-    """Per schedule, over seeds: end rows, base rows, paths, compute totals and the settings."""
+def load_runs(out: Path, seeds_of: dict[str, list[int]], k: int) -> dict:
+    """Per schedule, over its seeds: end rows, base rows, paths, compute totals and the settings."""
     runs = {}
-    for name in updates:
+    for name, seeds in seeds_of.items():
         folders = [out / f"{name}-s{seed}" for seed in seeds]
         summaries = [json.loads((f / "summary.json").read_text()) for f in folders]
         config = json.loads((folders[0] / "config.json").read_text())
@@ -760,17 +847,16 @@ def pass_at_k_curves(runs: dict) -> dict:
     ks = curve_ks(n)
     models = {"base": runs["es"]["base"], **{name: run["finals"] for name, run in runs.items()}}
     curves = {name: {f"pass@{k}": float(finals_array(rows, n, k).mean()) for k in ks} for name, rows in models.items()}
-    base_n = finals_array(models["base"], n, n)
     for name in runs:
         crossing = [k for k in ks if curves["base"][f"pass@{k}"] >= curves[name][f"pass@{k}"]]
         curves[name]["base_overtakes_at_K"] = crossing[0] if crossing else None
-        curves[name][f"base_minus_model_at_{n}"] = bootstrap(lambda m: m["b"] - m["m"], {
-            "b": base_n, "m": finals_array(models[name], n, n)})
+        curves[name][f"base_minus_model_at_{n}"] = bootstrap(lambda m: m["b"] - m["m"], {  # the run's own seeds
+            "b": finals_array(runs[name]["base"], n, n), "m": finals_array(models[name], n, n)})
     return curves
 
 
-def reproduction_evidence(runs: dict, rows: dict, k: int, drift_ratio, sparsity: dict, diversity: dict,
-                          sweep: dict) -> dict:
+def reproduction_evidence(runs: dict, rows: dict, k: int, drift_ratio, drift_rows: dict, sparsity: dict,
+                          diversity: dict, forgetting: dict, sweep: dict) -> dict:
     """The named quantities verdicts() reads, each (estimate, low, high)."""
     n = runs["es"]["config"]["eval_samples"]
     end = {name: finals_array(run["finals"], n, k) for name, run in runs.items()}
@@ -778,8 +864,6 @@ def reproduction_evidence(runs: dict, rows: dict, k: int, drift_ratio, sparsity:
     base, base1 = finals_array(runs["es"]["base"], n, k), finals_array(runs["es"]["base"], n, 1)
     difference = lambda a, b: bootstrap(lambda m: m["a"] - m["b"], {"a": a, "b": b})  # noqa: E731
     entropy = lambda rows: np.array([[row["entropy"]] for row in rows])  # noqa: E731  (seeds, 1)
-    families = heldout_families(runs["es"]["base"][0])
-    heldout = lambda rows: np.concatenate([finals_array(rows, n, k, key) for key in families], 1)  # noqa: E731
     e = {"k": k, "es_pass1_gain": difference(end1["es"], base1), "es_passk_change": difference(end["es"], base),
          "grpo_entropy_change": difference(entropy(runs["grpo"]["finals"]), entropy(runs["grpo"]["base"])),
          "grpo_passk_change": difference(end["grpo"], base),
@@ -790,16 +874,21 @@ def reproduction_evidence(runs: dict, rows: dict, k: int, drift_ratio, sparsity:
          "grpo_es_passk_minus_es": rows["GRPO->ES vs ES alone, at equal sequences"][f"pass@{k}"],
          "grpo_es_passk_minus_grpo_at_pass1": rows["GRPO->ES vs GRPO, at GRPO->ES's Pass@1"][f"pass@{k}"],
          "drift_ratio": drift_ratio}
-    if families:
-        held_base = heldout(runs["es"]["base"])
-        e["es_heldout_change"] = difference(heldout(runs["es"]["finals"]), held_base)
-        e["grpo_heldout_change"] = difference(heldout(runs["grpo"]["finals"]), held_base)
-    else:
-        e["es_heldout_change"] = e["grpo_heldout_change"] = (float("nan"),) * 3
-    samples, full = sparsity["samples"], np.array([per_problem(sparsity["full"]["correct"], sparsity["samples"], 1)])
-    half = [row for row in sparsity["rows"].values() if 0.5 <= row["sparsity"] < 1] or list(sparsity["rows"].values())
-    e["sparsity"] = half[-1]["sparsity"]
-    e["sparse_pass1_change"] = difference(np.array([per_problem(half[-1]["correct"], samples, 1)]), full)
+    held = lambda name: np.array([per_problem(c, forgetting["samples"], k) for c in forgetting[name]])  # noqa: E731
+    for name in ("es", "grpo", "noise"):
+        e[f"{name}_heldout_change"] = (difference(held(name), held("base")) if forgetting["families"]
+                                       else (float("nan"),) * 3)
+    pass1 = lambda row: np.array([per_problem(row["correct"], sparsity["samples"], 1)])  # noqa: E731  (1, P)
+    largest = {name: row for name, row in sparsity["rows"].items() if row["mask"] == "largest kept"}
+    point = min(largest, key=lambda name: abs(largest[name]["sparsity"] - PAPER_SPARSITY))  # nearest the paper's
+    full, top, blind = pass1(sparsity["full"]), pass1(largest[point]), pass1(sparsity["rows"][f"random, {point}"])
+    e["sparsity"] = largest[point]["sparsity"]
+    e["sparse_pass1_change"], e["sparse_minus_random"] = difference(top, full), difference(top, blind)
+    e["null_pass1_change"] = difference(pass1(sparsity["full"]["null"]), pass1(sparsity["full"]["base"]))
+    es_drift, _, null_drift = drift_rows["drift"].values()  # seed 0's ES, GRPO and null ES models
+    e["null_drift_share"] = null_drift["total"] / es_drift["total"]
+    e["sparse_gain_kept"] = bootstrap(lambda m: (m["top"] - m["base"]) / (m["full"] - m["base"]),
+                                      {"top": top, "full": full, "base": pass1(sparsity["full"]["base"])})
     small, large = (sweep[min(sweep, key=lambda r: sweep[r]["population"])],
                     sweep[max(sweep, key=lambda r: sweep[r]["population"])])
     e["sweep_pass1_small_minus_large"] = difference(np.array([per_problem(small["correct"], small["samples"], 1)]),
@@ -868,7 +957,10 @@ def cmd_reproduce(argv):
     parser.add_argument("--samples", type=int, default=0, help="samples per problem at each stage's end: Pass@K "
                         "curves up to K = samples (default 256; --quick: 16)")
     parser.add_argument("--diversity-problems", type=int, default=50, help="problems of the claim-2 measurement")
-    parser.add_argument("--diversity-samples", type=int, default=128, help="samples per problem and member (claim 2)")
+    parser.add_argument("--diversity-samples", type=int, default=64,
+                        help="samples per problem, member and centre (claim 2; at least the population)")
+    parser.add_argument("--plan", action="store_true", help="print each run's flags and exit: to launch them with "
+                        "torchrun scale/train.py into OUT/runs, where this command then finds and reuses them")
     namespace, run_flags = parser.parse_known_args(argv)
     quick, started = namespace.quick, time.time()
     seeds = [int(s) for s in (namespace.seeds or ("0" if quick else "0,1,2")).split(",")]
@@ -876,30 +968,47 @@ def cmd_reproduce(argv):
     samples = namespace.samples or (16 if quick else 256)
     small = ["--eval-problems", "10", "--heldout-problems", "5", "--es-population", "4", "--es-prompts", "8",
              "--grpo-prompts", "4"] if quick else []
-    flags = [*small, *run_flags, "--eval-samples", str(samples), "--trajectory-samples", "8" if quick else "32"]
+    heldout = [] if quick else ["--heldout-problems", "20"]  # claim 5 is measured by forgetting_control
+    flags = [*small, *heldout, *run_flags, "--eval-samples", str(samples),
+             "--trajectory-samples", "8" if quick else "32"]
     args = es_grpo.parse_args(flags)  # a bad flag stops here, before any run
     if args.preset == "tiny" and not any(flag.startswith("--grpo-lr") for flag in run_flags):
         flags, args = [*CALIBRATED_GRPO, *flags], es_grpo.parse_args([*CALIBRATED_GRPO, *flags])
     k = min(32, args.trajectory_samples)
     out, updates = Path(namespace.out), schedules(args, steps)
+    seeds_of = {name: seeds[:1] if name == "es-grpo" else seeds for name in updates}  # ES->GRPO: in no verdict
     for seed in seeds:
-        for name, count in updates.items():
-            log(f"reproduce: {name}, seed {seed}, {count} updates")
+        for name, count in ((name, count) for name, count in updates.items() if seed in seeds_of[name]):
             every = str(max(1, round(count / 12)))  # about a dozen points on each path
-            train_run(out / "runs" / f"{name}-s{seed}", [*flags, "--algo", name, "--steps", str(count),
-                                                         "--seed", str(seed), "--eval-every", every])
-    runs = load_runs(out / "runs", updates, seeds, k)
+            run_argv = [*flags, "--algo", name, "--steps", str(count), "--seed", str(seed), "--eval-every", every]
+            folder = out / "runs" / f"{name}-s{seed}"
+            if namespace.plan:
+                print(" ".join([*run_argv, "--out", str(folder)]))
+                continue
+            log(f"reproduce: {name}, seed {seed}, {count} updates")
+            train_run(folder, run_argv)
+    if namespace.plan:
+        return []
+    log(f"reproduce: the null ES run (rewards shuffled across members), seed {seeds[0]}")
+    null_model = str(out / "runs" / f"es-null-s{seeds[0]}" / "stage1-es")
+    train_run(Path(null_model).parent, [*flags, "--algo", "es", "--steps", str(updates["es"]), "--seed", str(seeds[0]),
+                                        "--es-null"])
+    runs = load_runs(out / "runs", seeds_of, k)
     analyses_out, base_model = out / "analyses", args.model or "tiny"
     cheap = [*run_flags_for_analyses(args), "--eval-samples", str(min(samples, 64))]
     es_models = [str(out / "runs" / f"es-s{seed}" / "stage1-es") for seed in seeds]
     grpo_models = [str(out / "runs" / f"grpo-s{seed}" / "stage1-grpo") for seed in seeds]
-    drift_rows = cmd_drift([base_model, es_models[0], grpo_models[0], *cheap, "--out", str(analyses_out / "drift")])
+    drift_rows = cmd_drift([base_model, es_models[0], grpo_models[0], null_model, *cheap,
+                            "--out", str(analyses_out / "drift")])
     base_weights = named_weights(load(base_model, args)[0])
     ratios = np.array([[drift(base_weights, named_weights(load(es, args)[0]))["total"]
                         / drift(base_weights, named_weights(load(grpo, args)[0]))["total"]]
                        for es, grpo in zip(es_models, grpo_models)])  # (seeds, 1)
     drift_ratio = bootstrap(lambda m: m["r"], {"r": ratios})
-    sparsity = cmd_sparsity([base_model, es_models[0], *cheap, "--out", str(analyses_out / "sparsity")])
+    sparsity = cmd_sparsity([base_model, es_models[0], "--null", null_model, *cheap,
+                             "--out", str(analyses_out / "sparsity")])
+    forgetting = forgetting_control(base_model, es_models, grpo_models, dataclasses.replace(
+        args, eval_samples=min(samples, 64)), 5 if quick else 200, analyses_out / "forgetting")
     population = 4 if quick else args.es_population
     diversity_rows = cmd_diversity([base_model, *cheap, "--population", str(population),
                                     "--samples", str(max(population, 4 if quick else namespace.diversity_samples)),
@@ -916,10 +1025,10 @@ def cmd_reproduce(argv):
     curves = pass_at_k_curves(runs)
     plot_curves(analyses_out / "pass_at_k", curves, samples)
     plot_paths(analyses_out / "paths", runs, k)
-    evidence = reproduction_evidence(runs, rows, k, drift_ratio, sparsity, diversity, sweep)
+    evidence = reproduction_evidence(runs, rows, k, drift_ratio, drift_rows, sparsity, diversity, forgetting, sweep)
     claims = verdicts(evidence)
-    write_report(out, argv, seeds, runs, rows, curves, diversity_rows, drift_rows, sparsity, sweep, claims, k,
-                 samples, time.time() - started)
+    write_report(out, argv, seeds, runs, rows, curves, diversity_rows, drift_rows, sparsity, forgetting, sweep,
+                 claims, k, samples, time.time() - started)
     (out / "report.json").write_text(json.dumps(
         {"argv": argv, "seeds": seeds, "updates": updates, "claims": claims, "evidence": evidence,
          "comparisons": rows, "curves": curves, "sweep": {n: {k2: v for k2, v in r.items() if k2 != "correct"}
@@ -932,8 +1041,8 @@ def mean_std(values: list[float]) -> str:
     return f"{np.mean(values):.3f} ± {np.std(values, ddof=1):.3f}" if len(values) > 1 else f"{values[0]:.3f}"
 
 
-def write_report(out: Path, argv, seeds, runs, rows, curves, diversity_rows, drift_rows, sparsity, sweep, claims, k,
-                 samples, seconds):
+def write_report(out: Path, argv, seeds, runs, rows, curves, diversity_rows, drift_rows, sparsity, forgetting, sweep,
+                 claims, k, samples, seconds):
     n = samples
     config = runs["es"]["config"]
     budget = {}
@@ -966,10 +1075,15 @@ def write_report(out: Path, argv, seeds, runs, rows, curves, diversity_rows, dri
     lines = [
         "# Reproduction report", "",
         f"Command: `python eval.py reproduce {' '.join(argv)}`, {seconds / 60:.0f} min on this machine. Seeds "
-        f"{seeds}; model `{config['model'] or 'tiny_model/'}`; settings: preset `{config['preset']}` of es_grpo.py "
-        f"plus the flags above. Evaluation: the `{config['eval_split']}` split, {config['eval_problems']} problems, "
+        f"{seeds} (ES->GRPO: the first only; it enters no verdict); model `{config['model'] or 'tiny_model/'}`; "
+        f"settings: preset `{config['preset']}` of es_grpo.py plus the flags above (and those shown in runs/*/"
+        "config.json). Evaluation: the `{config['eval_split']}` split, {config['eval_problems']} problems, "
         f"{n} samples per problem at temperature {config['eval_temperature']} at each stage's end, "
-        f"{config['trajectory_samples']} at the trajectory points; unbiased Pass@K from per-problem counts.", "",
+        f"{config['trajectory_samples']} at the trajectory points; unbiased Pass@K from per-problem counts. "
+        f"GRPO's learning rate: {config['grpo_lr']:g}"
+        + (" (calibrated on the `dev` split: README, \"How the tiny preset was chosen\"; the other settings of the "
+           "tiny preset were tuned there too). Nothing was tuned on the evaluation problems." if config["preset"] ==
+           "tiny" else "."), "",
         "**Intervals and verdicts.** Every interval is a 95% paired bootstrap: each of 1,000 draws resamples the "
         "seeds and the problems with replacement, the same draw for every model compared. One set of margins "
         f"for all claims: *raises* / *falls*: the interval is above / below 0; *keeps*: its lower end is above "
@@ -1007,12 +1121,19 @@ def write_report(out: Path, argv, seeds, runs, rows, curves, diversity_rows, dri
         markdown_table(diversity, ["js_succ", "js_pol", "predicted", "gain", "ratio", "gain_vs_centre"], "noise"), "",
         "## Drift, sparsity, population sweep (claims 4 and 6)", "",
         f"Seed {seeds[0]}'s ES and GRPO models: relative L2 drift from the base model per module kind (the ratio "
-        "in the claims table: over seeds); the ES update with every |delta| <= tau zeroed; ES populations at "
-        "equal sequences.", "",
+        "in the claims table: over seeds); the ES update with its smallest coordinates zeroed (tau a quantile "
+        "of |delta|) against a random mask of the same sparsity; ES populations at equal sequences.", "",
         markdown_table(drift_rows["drift"], list(next(iter(drift_rows["drift"].values()))), "model"), "",
-        markdown_table(sparsity["rows"], ["sparsity", "pass@1", "pass@1_kept", "gain_kept"], "threshold"), "",
+        markdown_table(sparsity["rows"], ["mask", "sparsity", "pass@1", "pass@1_kept", "gain_kept"], "update"), "",
         markdown_table(sweep, ["updates", "sequences", "pass@1", "pass@16", "pass@64"], "population"), "",
         "![drift](analyses/drift/drift.png)", "", "![sparsity](analyses/sparsity/sparsity.png)", "",
+        "## Forgetting, with a control (claim 5)", "",
+        f"Held-out families the base model does not already solve (Pass@1 < {SATURATED}; left out: "
+        f"{', '.join(f'{t} {p:.2f}' for t, p in forgetting['saturated'].items()) or 'none'}), "
+        f"{forgetting['problems']} problems each, {forgetting['samples']} samples; each seed's ES and GRPO model, "
+        "and the base model plus Gaussian noise with each tensor's RMS equal to that seed's ES update.", "",
+        "![forgetting](analyses/forgetting/forgetting.png)", "",
+        markdown_table(forgetting["means"], list(next(iter(forgetting["means"].values()))), "model"), "",
         "![training curves](analyses/curves/curves.png)", ""]
     (out / "REPORT.md").write_text("\n".join(lines) + "\n")
 

@@ -19,7 +19,7 @@ def run_script(*argv, cwd=ROOT):
 
 def test_end_to_end_run_writes_summary_metrics_and_loadable_checkpoints(tmp_path):
     out = tmp_path / "run"
-    result = run_script(*TINY_RUN, "--out", str(out))
+    result = run_script(*TINY_RUN, "--eval-every", "2", "--trajectory-samples", "4", "--out", str(out))
     assert result.returncode == 0, result.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
     assert [s["name"] for s in summary["stages"]] == ["base", "grpo", "es"]
@@ -29,6 +29,11 @@ def test_end_to_end_run_writes_summary_metrics_and_loadable_checkpoints(tmp_path
     assert summary["stages"][1]["sequences"] == 2 * 2 and summary["stages"][2]["sequences"] == 2 * 4
     metrics = [json.loads(line) for line in (out / "metrics.jsonl").read_text().splitlines()]
     assert [m["update"] for m in metrics] == [1, 2] and [m["stage"] for m in metrics] == ["grpo", "es"]
+    point = metrics[1]["eval"]  # a trajectory point every 2 updates, 4 samples: Pass@1 and Pass@4 per problem
+    assert "eval" not in metrics[0] and {"pass@1", "pass@4", "entropy"} <= point.keys() and "pass@16" not in point
+    assert len(point["correct"]) == 3 and all(0 <= c <= 4 for c in point["correct"])
+    assert point["pass@1"] == pytest.approx(sum(point["correct"]) / 12)
+    assert len(summary["stages"][2]["correct"]) == 3  # per-problem counts at each stage's end too
     config = json.loads((out / "config.json").read_text())
     assert config["es_population"] == 2 and config["algo"] == "grpo-es"
     from transformers import AutoModelForCausalLM, AutoTokenizer
@@ -83,13 +88,18 @@ def test_sharded_grpo_needs_prompts_that_split_evenly_over_the_ranks(tmp_path, m
 
 def test_pretrain_command_builds_a_loadable_model(tmp_path):
     from tiny_model.pretrain import main
-    result = in_process(main, "--steps", "2", "--batch", "8", "--out", str(tmp_path / "m"))
+    result = in_process(main, "--steps", "2", "--batch", "8", "--hidden-size", "32", "--intermediate-size", "64",
+                        "--layers", "2", "--heads", "2", "--no-tie-embeddings", "--out", str(tmp_path / "m"))
     assert result.returncode == 0, result.stderr[-2000:]
     record = json.loads((tmp_path / "m" / "pretrain.json").read_text())
     assert record["steps"] == 2 and record["seed"] == 0 and record["command"].startswith("python es_grpo.py pretrain")
     import es_grpo
     model, tokenizer = es_grpo.load_model(str(tmp_path / "m"))
     assert tokenizer.pad_token_id == 0 and model.config.vocab_size == len(tokenizer)
+    assert (model.config.hidden_size, model.config.num_hidden_layers, record["tie_embeddings"]) == (32, 2, False)
+    assert model.lm_head.weight.data_ptr() != model.model.embed_tokens.weight.data_ptr()  # untied: two matrices
+    assert in_process(main, "--heads", "3").returncode == 2  # 128 does not divide by 3
+    assert "--hidden-size" in in_process(main, "--help").stdout
 
 
 def test_jsonl_data_and_a_chat_template_model_from_local_files(tmp_path):

@@ -75,7 +75,7 @@ def test_es_step_scores_population_and_moves_weights(fresh_tiny):
     problems = es_grpo.generate_problems("countdown", 8, seed=5)
     before = snapshot(model)
     stats = es_grpo.es_step(model, params, master, tokenizer, problems, args, seed=1)
-    assert stats["sequences"] == 32 and stats["tokens"] > 0 and 0 <= stats["js_succ"] <= 0.7
+    assert stats["sequences"] == 32 and stats["tokens"] > 0 and 0 <= stats["disagreement"] <= 0.7
     assert any(not torch.equal(a, b) for a, b in zip(before, params))
     assert all(torch.equal(m, p.detach()) for m, p in zip(master, params))
 
@@ -107,7 +107,8 @@ def test_population_batched_es_scores_and_updates_as_member_by_member(tiny):
     assert len(batched[3]) == 6 * 16 and same_text >= 0.99
     assert torch.equal(one_by_one[1], batched[1])  # the same member rewards...
     assert all(torch.equal(a, b) for a, b in zip(one_by_one[2], batched[2]))  # ...hence the same update
-    assert one_by_one[0]["js_succ"] == batched[0]["js_succ"] and one_by_one[0]["tokens"] == batched[0]["tokens"]
+    assert one_by_one[0]["disagreement"] == batched[0]["disagreement"]
+    assert one_by_one[0]["tokens"] == batched[0]["tokens"]
 
 
 def test_population_batching_falls_back_for_layers_it_cannot_batch(fresh_tiny):
@@ -124,3 +125,39 @@ def test_population_batching_falls_back_for_layers_it_cannot_batch(fresh_tiny):
     fallback = es_step_recording_rewards(model, tokenizer, problems, dataclasses.replace(args, es_batched="on"))
     expected = es_step_recording_rewards(model, tokenizer, problems, dataclasses.replace(args, es_batched="off"))
     assert torch.equal(fallback[1], expected[1])
+
+
+def test_antithetic_pairs_mirror_the_noise_and_update_by_reward_differences():
+    """Hand-built: one tensor, one pair (s, -s). The mirrored estimator: sum_n z_n eps_n = (z_s - z_-s) eps_s;
+    equal rewards within the pair cancel (up to float rounding)."""
+    like = torch.zeros(5)
+    eps = noise(7, 0, like)
+    assert torch.equal(noise(-7, 0, like), -eps)
+    params, master = [torch.zeros(5)], [torch.zeros(5)]
+    es_update(params, master, [7, -7], torch.tensor([1.0, -1.0]), alpha=0.5)
+    torch.testing.assert_close(master[0], 0.5 / 2 * (1.0 - -1.0) * eps)
+    params, master = [torch.zeros(5)], [torch.zeros(5)]
+    es_update(params, master, [7, -7], torch.tensor([0.8, 0.8]), alpha=0.5)
+    torch.testing.assert_close(master[0], torch.zeros(5), atol=1e-7, rtol=0)
+
+
+def test_antithetic_and_null_es_steps(fresh_tiny):
+    """Antithetic: the population is N/2 mirrored pairs (odd N is refused). Null control: the same member
+    rewards, credited to other members, so the same reward statistics and another update."""
+    model, tokenizer = fresh_tiny
+    problems = es_grpo.generate_problems("countdown", 8, seed=5)
+    args = es_grpo.Args(es_population=4, es_prompts=8, es_temperature=0.0, es_sigma=0.05)
+    params, results = list(model.parameters()), {}
+    initial = es_grpo.master_weights(params)
+    for name, changes in (("plain", {}), ("null", {"es_null": True}), ("mirrored", {"es_antithetic": True})):
+        master = [m.clone() for m in initial]
+        stats = es_grpo.es_step(model, params, master, tokenizer, problems, dataclasses.replace(args, **changes), 1)
+        results[name] = (stats, master)
+        es_grpo.set_weights(params, initial)
+    (plain, plain_master), (null, null_master) = results["plain"], results["null"]
+    assert plain["reward_std"] > 0  # the members differ, so an update has a direction to lose
+    assert (null["reward"], null["reward_std"]) == pytest.approx((plain["reward"], plain["reward_std"]), rel=1e-6)
+    assert any(not torch.equal(a, b) for a, b in zip(plain_master, null_master))
+    assert results["mirrored"][0]["sequences"] == 32
+    with pytest.raises(SystemExit):
+        es_grpo.parse_args(["--es-antithetic", "--es-population", "5"])

@@ -8,6 +8,7 @@ import torch
 import eval as analyses
 from conftest import in_process, run_es_grpo
 from es_grpo import js_succ
+from es_grpo import pass_at_k as es_pass_at_k
 
 
 def test_js_pol_estimator_matches_exact_value_and_bounds_js_succ():
@@ -89,21 +90,134 @@ def test_weight_and_run_commands_end_to_end(tmp_path):
         assert (tmp_path / stem / f"{stem}.png").exists() and (tmp_path / stem / f"{stem}.json").exists()
     sparsity = json.loads((tmp_path / "sparsity" / "sparsity.json").read_text())["rows"]
     assert sparsity["tau=0"]["sparsity"] < 0.01 and sparsity["tau=0.001"]["sparsity"] > 0.3
-    assert sparsity["tau=1"]["sparsity"] == 1.0
+    assert sparsity["tau=1"]["sparsity"] == 1.0 and sparsity["random, tau=1"]["sparsity"] == 1.0
+    assert abs(sparsity["random, tau=0.001"]["sparsity"] - sparsity["tau=0.001"]["sparsity"]) < 0.01
     sweep = json.loads((tmp_path / "sweep" / "sweep.json").read_text())["rows"]
     assert [(r["population"], r["updates"], r["sequences"]) for r in sweep.values()] == [(2, 4, 16), (4, 2, 16)]
     assert sparsity["tau=0"]["pass@1_kept"] == pytest.approx(1.0)
 
 
 def test_quick_reproduction_report_end_to_end(tmp_path):
-    result = run_eval("reproduce", "--quick", "--out", str(tmp_path))
+    """On local JSONL files, as a full-scale reproduction would run on GSM8K's (the run flags pass through)."""
+    from tiny_model.tasks import evaluation_pool, generate_problems, never_trained_on
+    files = {"train": generate_problems("countdown", 200, seed=5, exclude=never_trained_on()),
+             "test": evaluation_pool("countdown", "test")}
+    for name, problems in files.items():
+        (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps({"numbers": p["numbers"], "target": p["target"]})
+                                                        + "\n" for p in problems))
+    report_dir = tmp_path / "report"
+    result = run_eval("reproduce", "--quick", "--out", str(report_dir), "--data", str(tmp_path / "train.jsonl"),
+                      "--eval-data", str(tmp_path / "test.jsonl"))
     assert result.returncode == 0, result.stderr[-2000:]
+    tmp_path = report_dir
+    assert json.loads((tmp_path / "runs" / "es-s0" / "config.json").read_text())["data"].endswith("train.jsonl")
     report = (tmp_path / "REPORT.md").read_text()
     claims = json.loads((tmp_path / "report.json").read_text())["claims"]
-    verdicts = ("reproduced", "partly reproduced", "not reproduced", "not measurable here")
+    verdicts = ("reproduced", "not reproduced", "inconclusive", "not measurable here")
     assert len(claims) == 6 and all(verdict in verdicts for _, verdict, _ in claims)
+    assert all("[" in numbers for _, _, numbers in claims)  # every verdict shows its intervals
     for run in ("grpo-s0", "es-s0", "grpo-es-s0", "es-grpo-s0"):
         assert (tmp_path / "runs" / run / "summary.json").exists()
-    assert "| grpo-es |" in report and "## Claims" in report
+    assert "| GRPO->ES |" in report and "## Claims" in report and "## Budgets" in report
     assert all((tmp_path / "analyses" / name / f"{name}.png").exists()
-               for name in ("drift", "sparsity", "diversity", "curves"))
+               for name in ("drift", "sparsity", "diversity", "curves", "pass_at_k", "paths"))
+
+
+# ----------------------------------------------------------------------------- verdicts on hand-made numbers
+
+UP, DOWN, KEPT, UNSURE = (0.05, 0.03, 0.07), (-0.10, -0.13, -0.07), (-0.005, -0.015, 0.005), (0.0, -0.05, 0.05)
+
+
+def evidence(**changes):
+    """Numbers under which claims 1-5 all reproduce; `changes` break one condition at a time."""
+    return {"k": 32, "es_pass1_gain": UP, "es_passk_change": KEPT, "grpo_entropy_change": DOWN,
+            "grpo_passk_change": DOWN, "passk_es_minus_grpo_at_es_pass1": UP, "diversity_ratio": (1.1, 0.8, 1.5),
+            "population_gain_vs_centre": UP, "grpo_es_pass1_minus_grpo": KEPT, "grpo_es_passk_minus_es": KEPT,
+            "grpo_es_passk_minus_grpo_at_pass1": UP, "drift_ratio": (40.0, 30.0, 50.0), "sparsity": 0.78,
+            "sparse_pass1_change": KEPT, "sparse_minus_random": UP, "sparse_gain_kept": (0.9, 0.7, 1.1),
+            "null_pass1_change": KEPT, "null_drift_share": 1.0,
+            "es_heldout_change": KEPT, "grpo_heldout_change": DOWN, "noise_heldout_change": KEPT,
+            "sweep_pass1_small_minus_large": UNSURE} | changes
+
+
+@pytest.mark.parametrize("claim, changes, expected", [
+    (1, {}, "reproduced"),
+    (1, {"es_passk_change": DOWN}, "not reproduced"),  # ES loses coverage
+    (1, {"es_pass1_gain": UNSURE}, "inconclusive"),  # ES's gain could be chance
+    (1, {"grpo_entropy_change": (0.01, 0.0, 0.02)}, "not reproduced"),
+    (1, {"passk_es_minus_grpo_at_es_pass1": DOWN}, "not reproduced"),  # at equal Pass@1, GRPO keeps more
+    (1, {"passk_es_minus_grpo_at_es_pass1": (float("nan"),) * 3}, "inconclusive"),  # GRPO's path never got there
+    (2, {}, "reproduced"),
+    (2, {"diversity_ratio": (0.037, 0.02, 0.06)}, "not reproduced"),  # predicted 0.004 for a measured 0.109
+    (2, {"diversity_ratio": (1.5, 0.9, 3.0)}, "inconclusive"),
+    (2, {"population_gain_vs_centre": (-0.01, -0.02, 0.0)}, "not reproduced"),  # no coverage gain to explain
+    (3, {}, "reproduced"),
+    (3, {"grpo_es_pass1_minus_grpo": DOWN}, "not reproduced"),  # loses GRPO's Pass@1
+    (3, {"grpo_es_passk_minus_es": (-0.096, -0.12, -0.07)}, "not reproduced"),  # the old report: 0.827 vs 0.923
+    (3, {"grpo_es_passk_minus_es": (-0.03, -0.05, -0.01)}, "inconclusive"),
+    (4, {}, "reproduced"),
+    (4, {"drift_ratio": (5.0, 4.0, 6.0)}, "not reproduced"),  # the old report's 5x
+    (4, {"sparse_minus_random": UNSURE}, "inconclusive"),  # a random mask keeps as much
+    (5, {"es_heldout_change": DOWN}, "not reproduced"),
+])
+def test_each_verdict_comes_out_each_way_on_hand_made_numbers(claim, changes, expected):
+    claims = analyses.verdicts(evidence(**changes))
+    assert claims[claim - 1][1] == expected
+    if changes:  # the changed number is shown, with its interval, in the evidence text
+        ci = next(iter(changes.values()))
+        assert any(analyses.shown(ci, digits) in claims[claim - 1][2] for digits in (1, 2, 3, 4))
+    assert claims[5][1] == "not measurable here"
+
+
+def test_paired_bootstrap_pairs_problems_resamples_seeds_and_covers_the_mean():
+    rng = np.random.default_rng(1)
+    a = rng.random((3, 200))
+    estimate, low, high = analyses.bootstrap(lambda m: m["a"] - m["b"], {"a": a, "b": a - 0.1})
+    assert estimate == pytest.approx(0.1) and high - low < 1e-9  # paired: the same problems for both
+    coin = (rng.random((1, 400)) < 0.3).astype(float)
+    estimate, low, high = analyses.bootstrap(lambda m: m["x"], {"x": coin})
+    assert low < estimate < high and 0.075 < high - low < 0.105  # about 2 x 1.96 x sqrt(0.21 / 400) = 0.09
+    seeds_apart = np.repeat(np.array([[0.0], [1.0], [2.0]]), 50, axis=1)  # (3 seeds, 50 problems)
+    assert np.subtract(*analyses.bootstrap(lambda m: m["x"], {"x": seeds_apart})[2:0:-1]) > 0.5
+
+
+def test_paths_are_read_at_a_level_and_at_a_compute_value():
+    x, y = np.array([[0.1, 0.2, 0.4]]), np.array([[0.9, 0.8, 0.6]])
+    assert analyses.at_level(x, y, np.array([0.3]))[0] == pytest.approx(0.7)
+    assert analyses.at_level(x, y, np.array([0.05]))[0] == pytest.approx(0.9)
+    assert np.isnan(analyses.at_level(x, y, np.array([0.5]))[0])
+    axis = np.array([0.0, 10.0, 20.0])
+    assert analyses.at_compute(axis, np.array([[1.0, 2.0, 3.0]]), 15.0)[0] == pytest.approx(2.5)
+    assert np.isnan(analyses.at_compute(axis, np.array([[1.0, 2.0, 3.0]]), 25.0)[0])
+
+
+def test_diversity_statistics_on_hand_built_success_counts():
+    samples = 64
+    same = analyses.diversity_statistics(np.full((4, 1), 16), np.array([16]), samples)
+    assert same["js_succ"][0] == pytest.approx(0.0, abs=1e-9) and same["predicted"][0] == pytest.approx(0.0)
+    assert abs(same["gain"][0]) < 0.01 and same["population_pass"][0] == pytest.approx(1 - 0.75 ** 4)
+    split = analyses.diversity_statistics(np.array([[samples], [0]]), np.array([samples // 2]), samples)
+    assert split["js_succ"][0] == pytest.approx(np.log(2)) and split["population_pass"][0] == 1.0
+    assert split["predicted"][0] == pytest.approx(2 * 0.5 * 0.5 * np.log(2))  # N p (1 - p)^(N-1) JS_succ
+    assert split["gain"][0] == pytest.approx(0.25, abs=0.01)  # 1 against 1 - (1 - 0.5)^2
+    assert split["centre_pass"][0] == pytest.approx(es_pass_at_k(samples, samples // 2, 2))
+
+
+def test_a_run_path_spans_both_stages_and_finished_runs_are_reused(tmp_path):
+    from test_cli import TINY_RUN
+    out = tmp_path / "run"
+    flags = [*TINY_RUN, "--steps", "4", "--eval-every", "1", "--trajectory-samples", "4", "--save-every", "1"]
+    summary = analyses.train_run(out, flags)
+    path = analyses.run_path(out, 4)
+    assert [p["update"] for p in path] == [0, 1, 2, 3, 4]  # base, trajectory, GRPO's end, trajectory, ES's end
+    stages = summary["stages"]
+    assert path[2]["sequences"] == stages[1]["sequences"] and path[4]["sequences"] == stages[1]["sequences"] + \
+        stages[2]["sequences"]
+    assert all(a["seconds"] <= b["seconds"] and a["sequences"] < b["sequences"] for a, b in zip(path, path[1:]))
+    assert all(len(p["pass@1"]) == 3 for p in path)
+    written = (out / "metrics.jsonl").stat().st_mtime_ns
+    assert analyses.train_run(out, flags) == summary and (out / "metrics.jsonl").stat().st_mtime_ns == written
+    (out / "summary.json").unlink()  # interrupted after its last checkpoint: resumed, not rerun
+    assert analyses.train_run(out, flags)["stages"][-1]["pass@1"] == stages[-1]["pass@1"]
+    assert len((out / "metrics.jsonl").read_text().splitlines()) == 4
+    assert analyses.train_run(out, [*flags, "--seed", "1"])["seed"] == 1  # other settings: run again

@@ -1,12 +1,11 @@
 """Crash-safe checkpoints, exact resumption, determinism, degenerate signals."""
 import json
-import os
-import random
 import signal
 import subprocess
 import sys
 import time
 
+import pytest
 import torch
 from safetensors.torch import load_file
 
@@ -27,12 +26,22 @@ def metrics_without_timing(out):
     return [{k: v for k, v in line.items() if k not in ("seconds", "seq_per_s")} for line in lines]
 
 
-def test_sigkill_then_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path):
-    reference = tmp_path / "reference"
-    assert run_script(*RUN, "--out", str(reference)).returncode == 0
-    killed = tmp_path / "killed"
-    kill_after = random.Random(os.getpid()).randint(1, 5)  # updates finished before the kill
-    process = subprocess.Popen([sys.executable, str(ROOT / "es_grpo.py"), *RUN, "--out", str(killed)], cwd=ROOT,
+TRAJECTORY_RUN = [*RUN, "--eval-every", "2", "--trajectory-samples", "4"]
+
+
+@pytest.fixture(scope="module")
+def reference(tmp_path_factory):
+    """The uninterrupted run both kill points compare against."""
+    out = tmp_path_factory.mktemp("reference") / "run"
+    assert run_script(*TRAJECTORY_RUN, "--out", str(out)).returncode == 0
+    return out
+
+
+@pytest.mark.parametrize("kill_after", [1, 4], ids=["in-grpo-stage", "in-es-stage"])  # GRPO: 1-3, ES: 4-6
+def test_sigkill_then_resume_is_bit_identical_to_an_uninterrupted_run(reference, tmp_path, kill_after):
+    """Killed in each stage, with trajectory points on the way (which must not move the random streams)."""
+    run, killed = TRAJECTORY_RUN, tmp_path / "killed"
+    process = subprocess.Popen([sys.executable, str(ROOT / "es_grpo.py"), *run, "--out", str(killed)], cwd=ROOT,
                                stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     metrics, deadline = killed / "metrics.jsonl", time.time() + 300
     while time.time() < deadline and process.poll() is None:
@@ -49,6 +58,7 @@ def test_sigkill_then_resume_is_bit_identical_to_an_uninterrupted_run(tmp_path):
     assert expected.keys() == got.keys() and all(torch.equal(expected[k], got[k]) for k in expected)
     assert metrics_without_timing(killed) == metrics_without_timing(reference)  # each update exactly once
     assert [m["update"] for m in metrics_without_timing(killed)] == [1, 2, 3, 4, 5, 6]
+    assert [m["update"] for m in metrics_without_timing(killed) if "eval" in m] == [2, 4, 6]
     def summary(out):
         return [{k: v for k, v in s.items() if k != "seconds"}
                 for s in json.loads((out / "summary.json").read_text())["stages"]]

@@ -206,8 +206,8 @@ def test_es_through_the_engine_scores_and_updates_exactly_as_the_hf_rollout(fres
         results.append((es_grpo.es_step(net, params, master, tokenizer, problems, args, seed=1, generate=generate),
                         master))
     (stats, master), (expected, expected_master) = results
-    assert {k: stats[k] for k in ("reward", "reward_std", "js_succ", "tokens")} == \
-        {k: expected[k] for k in ("reward", "reward_std", "js_succ", "tokens")}
+    assert {k: stats[k] for k in ("reward", "reward_std", "disagreement", "tokens")} == \
+        {k: expected[k] for k in ("reward", "reward_std", "disagreement", "tokens")}
     assert all(torch.equal(a, b) for a, b in zip(master, expected_master))
     assert len(set(engine.generated_with)) == 4  # each member generated with its own perturbed weights
     backend(model, tokenizer, ["C3,5,7=56:"], max_new_tokens=1)  # the next rollout sees the updated weights

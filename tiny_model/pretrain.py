@@ -35,9 +35,17 @@ class PretrainArgs:
     batch: int = flag(256, "sequences per step")
     lr: float = flag(3e-3, "peak AdamW learning rate (cosine decay)")
     countdown_share: float = flag(0.6, "share of Countdown examples (the rest: add and sort)")
+    # size (the shipped model: the defaults; other sizes for the population sweeps and drift of claims 4 and 6)
+    hidden_size: int = flag(128, "model width")
+    intermediate_size: int = flag(384, "MLP width")
+    layers: int = flag(4, "transformer layers")
+    heads: int = flag(4, "attention heads (they must divide --hidden-size)")
+    tie_embeddings: bool = flag(True, "one matrix for the input embedding and the LM head (--no-tie-embeddings: "
+                                      "two, so that drift per module kind tells them apart)")
 
 
-def build_tiny_model(seed: int):
+def build_tiny_model(seed: int, hidden_size: int = 128, intermediate_size: int = 384, layers: int = 4, heads: int = 4,
+                     tie_embeddings: bool = True):
     """A character-level tokenizer and a small Llama, both plain transformers."""
     from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
     from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
@@ -48,16 +56,18 @@ def build_tiny_model(seed: int):
     backend.decoder = decoders.Fuse()
     tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, pad_token="<pad>", eos_token="<eos>",
                                         unk_token="<unk>", padding_side="left")
-    config = LlamaConfig(vocab_size=len(vocab), hidden_size=128, intermediate_size=384, num_hidden_layers=4,
-                         num_attention_heads=4, num_key_value_heads=4, max_position_embeddings=64,
-                         tie_word_embeddings=True, pad_token_id=0, bos_token_id=1, eos_token_id=1)
+    config = LlamaConfig(vocab_size=len(vocab), hidden_size=hidden_size, intermediate_size=intermediate_size,
+                         num_hidden_layers=layers, num_attention_heads=heads, num_key_value_heads=heads,
+                         max_position_embeddings=64, tie_word_embeddings=tie_embeddings, pad_token_id=0,
+                         bos_token_id=1, eos_token_id=1)
     torch.manual_seed(seed)
     return LlamaForCausalLM(config), tokenizer
 
 
 def pretrain(p: PretrainArgs, command: str = "python es_grpo.py pretrain"):
     torch.manual_seed(p.seed)
-    model, tokenizer = build_tiny_model(p.seed)
+    model, tokenizer = build_tiny_model(p.seed, p.hidden_size, p.intermediate_size, p.layers, p.heads,
+                                        p.tie_embeddings)
     rng = random.Random(p.seed)
     excluded = never_trained_on()
     optimizer = torch.optim.AdamW(model.parameters(), lr=p.lr, weight_decay=0.01)
@@ -95,7 +105,10 @@ def pretrain(p: PretrainArgs, command: str = "python es_grpo.py pretrain"):
 
 def main(argv: list[str]):
     parser = dataclass_parser(PretrainArgs, "es_grpo.py pretrain")
-    pretrain(PretrainArgs(**vars(parser.parse_args(argv))), " ".join(["python es_grpo.py pretrain", *argv]))
+    p = PretrainArgs(**vars(parser.parse_args(argv)))
+    if min(p.steps, p.batch, p.hidden_size, p.intermediate_size, p.layers, p.heads) < 1 or p.hidden_size % p.heads:
+        parser.error("steps, batch and sizes must be at least 1, and --heads must divide --hidden-size")
+    pretrain(p, " ".join(["python es_grpo.py pretrain", *argv]))
 
 
 if __name__ == "__main__":
