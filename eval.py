@@ -749,9 +749,9 @@ def heldout_families(row: dict) -> list[str]:
     return [key for key, value in row.items() if key.startswith("heldout_") and isinstance(value, dict)]
 
 
-def finals_array(rows: list[dict], n: int, k: int, key: str | None = None) -> np.ndarray:
-    """(seeds, P) per-problem Pass@k of one model per seed, on the evaluation set or held-out family `key`."""
-    return np.stack([per_problem(row[key]["correct"] if key else row["correct"], n, k) for row in rows])
+def finals_array(rows: list[dict], n: int, k: int) -> np.ndarray:
+    """(seeds, P) per-problem Pass@k of one model per seed, on the evaluation set."""
+    return np.stack([per_problem(row["correct"], n, k) for row in rows])
 
 
 def path_arrays(paths: list[list[dict]], k: int) -> dict:
