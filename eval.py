@@ -523,7 +523,7 @@ def forgetting_control(base_name: str, es_models: list[str], grpo_models: list[s
     first = {task: evaluate(model, tokenizer, heldout[task], args, args.seed, (1,), ()) for task in families}
     families = [task for task in families if first[task]["pass@1"] < SATURATED]
     result = {"families": families, "problems": problems, "samples": args.eval_samples,
-              "base": [counts(base)] * len(es_models),
+              "base": [[c for task in families for c in first[task]["correct"]]] * len(es_models),
               "saturated": {task: row["pass@1"] for task, row in first.items() if task not in families},
               "es": [], "grpo": [], "noise": []}
     for seed, (es, grpo) in enumerate(zip(es_models, grpo_models)):
