@@ -38,7 +38,6 @@ import math
 import os
 import random
 import re
-import shutil
 import sys
 import time
 from collections import Counter
@@ -49,8 +48,14 @@ from pathlib import Path
 
 import numpy as np
 import torch
+import transformers
+from huggingface_hub.utils import enable_progress_bars
 from tqdm import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
+
+from scale.population import batched_layers  # machinery: the population as one batch; run folders,
+from scale.run_folder import (BadInput, atomic_write, create_run_folder, open_run_folder,  # checkpoints and
+                              resume_metrics, save_checkpoint)  # resume; one-line refusal of a bad input
 
 from tiny_model.tasks import (ARITHMETIC, EVAL_POOL, FAMILIES, SPLIT_SEEDS, evaluation_pool,  # the tiny
                               generate_problems, never_trained_on)  # model's synthetic data (departure 1)
@@ -189,7 +194,7 @@ class OneProcess:
         return {"optimizer": optimizer.state_dict(), "reference": reference and reference.state_dict()}
     def load_grpo_state(self, trainer, optimizer, reference, state: dict):
         if any(isinstance(key, str) for key in state["optimizer"]["state"]):
-            raise SystemExit("--resume: this GRPO state is keyed by name: resume it with scale/train.py")
+            raise BadInput("--resume: this GRPO state is keyed by name: resume it with scale/train.py")
         optimizer.load_state_dict(state["optimizer"])
         if reference is not None:
             reference.load_state_dict(state["reference"])
@@ -201,43 +206,73 @@ ONE_PROCESS = OneProcess()
 def load_model(name: str = "", device: str = "cpu", dtype: str = "float32"):
     """Any causal LM and its tokenizer, from a folder or a hub id ("": the shipped tiny model)."""
     name = name or str(TINY_MODEL)
+    hub_id = re.fullmatch(r"[\w.-]+/[\w.-]+", name) and not name.startswith(".")
+    if not Path(name).exists() and not hub_id:
+        raise BadInput(f"--model {name}: no such folder (and not a hub id like org/name)")
     if Path(name).exists() and not (Path(name) / "config.json").exists():
-        raise SystemExit(f"--model {name}: folder has no config.json (not a transformers model)")
+        raise BadInput(f"--model {name}: folder has no config.json (not a transformers model)")
+    transformers.logging.set_verbosity_error()  # its warnings and "Loading weights" bars drown our lines;
+    transformers.logging.disable_progress_bar()  # a download's bars stay
+    enable_progress_bars()
     try:
         tokenizer = AutoTokenizer.from_pretrained(name)
         model = AutoModelForCausalLM.from_pretrained(name, dtype=getattr(torch, dtype))
-    except (OSError, ValueError, KeyError) as err:
-        raise SystemExit(f"--model {name}: cannot load a causal LM ({str(err).splitlines()[0]})")
+    except (OSError, ValueError, KeyError, ImportError) as err:  # ImportError: a missing tokenizer library
+        reason = next(iter(str(err).strip().splitlines()), err.__class__.__name__)
+        raise BadInput(f"--model {name}: cannot load a causal LM ({reason})") from None
     tokenizer.padding_side = "left"
     if tokenizer.pad_token is None:  # many chat models ship without one
         tokenizer.pad_token = tokenizer.eos_token
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model.to(device), tokenizer
 
+def eos_ids(model, tokenizer) -> list[int]:  # where a completion ends: chat models list end-of-turn ids
+    listed = getattr(getattr(model, "generation_config", None), "eos_token_id", None)  # int, list or None
+    return sorted({*(listed if isinstance(listed, list) else [listed]), tokenizer.eos_token_id} - {None})
+
 # ----------------------------------------------------------------------------- task and verifier
 # Rewards as in the paper: 1.0 correct, 0.1 right format but wrong answer, 0 otherwise. Model text is only
 # matched and parsed, never run as code, and bounded in length and nesting: any completion costs microseconds.
 
-MAX_EXPR_CHARS, MAX_DEPTH, MAX_NUMBER_CHARS = 256, 32, 64
-EXPRESSION, EXPR_TOKEN = re.compile(r"[\s0-9+\-*/()]*"), re.compile(r"[0-9]+|[-+*/()]")  # one pass each
+MAX_EXPR_CHARS, MAX_DEPTH, MAX_NUMBER_CHARS, MAX_BITS = 256, 32, 64, 4096  # MAX_BITS: of a power's result
+EXPRESSION = re.compile(r"[\s0-9+\-*/()]*")  # countdown's alphabet
+LATEX = re.compile(r"(?:[\s0-9.+\-*/^()]|\\(?:frac|sqrt|pi)(?![a-z]))*")  # a math answer's, once plain
+EXPR_TOKEN = re.compile(r"[0-9]+(?:\.[0-9]+)?|\\[a-z]+|[-+*/^()]")  # one pass
 ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S)
 NUMBER = re.compile(r"-?[0-9][0-9,]*(?:\.[0-9]+)?")
+LATEX_PLAIN = [  # LaTeX spellings to plain arithmetic: units, spacing, $ and % dropped; \frac34 = \frac{3}{4}
+    (r"\\(?:text|mathrm|textbf|mbox)\{[^{}]*\}|\\(?:left|right|displaystyle|[!,;: ])|\\?[$%]", ""),
+    (r"\^\{?\\circ\}?", ""), (r"\\[dt]frac", r"\\frac"), (r"\\frac\s*([0-9])\s*([0-9])", r"\\frac(\1)(\2)"),
+    (r"\\sqrt\s*([0-9])", r"\\sqrt(\1)"), (r"\\cdot|\\times", "*"), (r"\\div", "/"), (r"\{", "("),
+    (r"\}", ")"), (r"(?<=[0-9]),(?=[0-9]{3}(?![0-9]))", "")]
 
-def parse_expression(text: str):
-    """(value, literals) of an arithmetic expression of integers, + - * / and parentheses; None if malformed.
-    value is a Fraction, or None on division by zero. Recursive descent, at most MAX_DEPTH parentheses."""
+def parse_expression(text: str, latex: bool = False):
+    """(value, literals) of an arithmetic expression of integers, + - * / and parentheses; None if malformed;
+    value is a Fraction, or None where undefined (division by zero). latex: a math answer made plain, which
+    may also have decimals, signs, ^, \\frac, \\sqrt, \\pi, implicit products (value a float if irrational).
+    Recursive descent over at most MAX_EXPR_CHARS characters and MAX_DEPTH levels; never run as code."""
     text = text.strip()
-    if not text or len(text) > MAX_EXPR_CHARS or not EXPRESSION.fullmatch(text):
+    if not text or len(text) > MAX_EXPR_CHARS or not (LATEX if latex else EXPRESSION).fullmatch(text):
         return None
     tokens, literals, cursor = EXPR_TOKEN.findall(text) + [""], [], 0  # "" marks the end
+    implicit = ("(", "\\frac", "\\sqrt", "\\pi") if latex else ()  # 5\sqrt(3), 2(3): products
     def binary(operand, ops, depth):  # operand (op operand)*, left to right
         nonlocal cursor
         value = operand(depth)
-        while tokens[cursor] and tokens[cursor] in ops:
-            op, cursor = tokens[cursor], cursor + 1
-            right = operand(depth)
-            bad = value is None or right is None or (op == "/" and right == 0)
-            value = None if bad else ARITHMETIC[op](value, right)
+        while tokens[cursor] and (tokens[cursor] in ops or ops == "*/" and tokens[cursor] in implicit):
+            op, cursor = (tokens[cursor], cursor + 1) if tokens[cursor] in ops else ("*", cursor)
+            value = arithmetic(op, value, operand(depth))
+        return value
+    def signed(depth):  # latex: [+-]* atom [^ signed]
+        nonlocal cursor
+        if latex and tokens[cursor] in ("+", "-") and tokens[cursor]:
+            sign, cursor = tokens[cursor], cursor + 1
+            value = signed(depth + 1)
+            return value if sign == "+" or value is None else -value
+        value = atom(depth)
+        if latex and tokens[cursor] == "^":
+            cursor += 1
+            value = arithmetic("^", value, signed(depth + 1))
         return value
     def atom(depth):
         nonlocal cursor
@@ -250,16 +285,37 @@ def parse_expression(text: str):
                 raise ValueError("unbalanced")
             cursor += 1
             return value
-        if not (token.isascii() and token.isdigit()) or len(token) > MAX_NUMBER_CHARS:
+        if token in ("\\frac", "\\sqrt", "\\pi") and latex:
+            return (arithmetic("/", atom(depth + 1), atom(depth + 1)) if token == "\\frac" else
+                    arithmetic("sqrt", atom(depth + 1), None) if token == "\\sqrt" else math.pi)
+        if not token[:1].isdigit() or len(token) > MAX_NUMBER_CHARS:
             raise ValueError("expected a number")
-        literals.append(int(token))
-        return Fraction(int(token))
-    term = lambda depth: binary(atom, "*/", depth)
+        literals.append(Fraction(token))
+        return literals[-1]
+    term = lambda depth: binary(signed, "*/", depth)
     try:
         value = binary(term, "+-", 0)
-    except ValueError:
+    except (ValueError, OverflowError, ZeroDivisionError):
         return None
+    if isinstance(value, float) and not math.isfinite(value):
+        value = None
     return (value, literals) if cursor == len(tokens) - 1 else None
+
+def arithmetic(op: str, a, b):
+    """a op b on Fractions, exact, or floats; None where undefined or too large (a ^ b at most MAX_BITS)."""
+    if a is None or (b is None and op != "sqrt") or (op == "/" and b == 0):
+        return None
+    if op == "sqrt":
+        exact = isinstance(a, Fraction) and all(math.isqrt(n) ** 2 == n for n in (a.numerator, a.denominator))
+        return None if a < 0 else Fraction(math.isqrt(a.numerator), math.isqrt(a.denominator)) if exact else (
+            math.sqrt(a))
+    if op != "^":
+        return ARITHMETIC[op](a, b)
+    if isinstance(a, Fraction) and isinstance(b, Fraction) and b.denominator == 1:
+        bits = max(a.numerator.bit_length(), a.denominator.bit_length()) * abs(b.numerator)
+        return None if bits > MAX_BITS or (a == 0 and b < 0) else a ** b.numerator
+    power = float(a) ** float(b)  # OverflowError and ZeroDivisionError end the parse
+    return None if isinstance(power, complex) else power
 
 def countdown_answer(completion: str) -> str:
     """The last <answer>...</answer> near the end of a completion if any, else its first line."""
@@ -274,8 +330,10 @@ def countdown_reward(completion: str, numbers: list[int], target: int) -> float:
     value, literals = parsed
     return 1.0 if sorted(literals) == sorted(numbers) and value is not None and value == target else 0.1
 
-def extract_number(text: str) -> Fraction | None:
-    """The final answer of a math completion: the last \\boxed{...} if any, else the last number."""
+def final_answer(text: str, reference: bool = False) -> str | None:
+    """A math text's final answer: what follows its last ####, in that the last \\boxed{...} if any, else
+    (a completion) its last number or (a reference) all of it. None if there is none."""
+    text = text.rsplit("####", 1)[-1]
     start = text.rfind("\\boxed{")
     if start >= 0:
         depth, end = 1, start + len("\\boxed{")
@@ -283,38 +341,56 @@ def extract_number(text: str) -> Fraction | None:
         while end < stop and depth:
             depth += {"{": 1, "}": -1}.get(text[end], 0)
             end += 1
-        text = text[start + len("\\boxed{"): end - 1] if depth == 0 else ""
+        return (text[start + len("\\boxed{"): end - 1] if depth == 0 else "").strip() or None
+    if reference:
+        return text.strip()
     numbers = NUMBER.findall(text[-MAX_EXPR_CHARS:])
-    digits = numbers[-1].replace(",", "") if numbers else ""
-    try:
-        return Fraction(digits) if 0 < len(digits) <= MAX_NUMBER_CHARS else None
-    except (ValueError, ZeroDivisionError):
-        return None
+    return numbers[-1] if numbers else None
+
+def answer_value(answer: str):  # its value (a Fraction, or a float if irrational), or None if not a number
+    for pattern, plain in LATEX_PLAIN:
+        answer = re.sub(pattern, plain, answer[:MAX_EXPR_CHARS])
+    parsed = parse_expression(answer.rsplit("=", 1)[-1], latex=True)  # "x = 5": 5
+    return parsed and parsed[0]
+
+def same_answer(predicted: str, reference: str | None) -> bool:  # by value if both are numbers, else by text
+    a, b = answer_value(predicted), None if reference is None else answer_value(reference)
+    if a is None or b is None:
+        return a is b and reference is not None and "".join(predicted.split()) == "".join(reference.split())
+    try:  # exact for two rationals, to 1e-9 for irrationals
+        rational = isinstance(a, Fraction) and isinstance(b, Fraction)
+        return a == b if rational else math.isclose(a, b, rel_tol=1e-9)
+    except OverflowError:
+        return False
 
 def math_reward(completion: str, answer: str) -> float:
-    """1.0 if the final answer equals the reference (GSM8K "... #### 42" or a bare number); 0.1 if the
-    completion has a final answer at all; else 0."""
-    predicted = extract_number(completion)
+    """1.0 if the final answer equals the reference's (\\frac34 = 0.75 = 3/4; GSM8K "... #### 1,234"); 0.1 if
+    the completion has a final answer at all; else 0."""
+    predicted = final_answer(completion)
     if predicted is None:
         return 0.0
-    return 1.0 if predicted == extract_number(str(answer).split("####")[-1]) else 0.1
+    return 1.0 if same_answer(predicted, final_answer(str(answer), reference=True)) else 0.1
 
 def reward(problem: dict, completion: str) -> float:
     if problem["task"] == "countdown":
         return countdown_reward(completion, problem["numbers"], problem["target"])
     return math_reward(completion, problem["answer"])
 
-def answer_key(problem: dict, completion: str) -> str:  # what Maj@K compares: the number, or the expression
+def majority_key(problem: dict, completion: str) -> str:  # what Maj@K compares: expression, or answer's value
     if problem["task"] == "countdown":
         return re.sub(r"\s", "", countdown_answer(completion))
-    return str(extract_number(completion))
+    answer = final_answer(completion) or ""
+    value = answer_value(answer)
+    if value is None:
+        return "".join(answer.split())
+    return str(value) if isinstance(value, Fraction) else f"{value:.12g}"
 
 def load_problems(path: str, task: str = "auto") -> list[dict]:
     """JSONL problems, one per line: countdown {numbers, target} or math {question, answer}."""
     try:
         lines = Path(path).read_text(encoding="utf-8").splitlines()
     except (OSError, UnicodeDecodeError) as err:
-        raise SystemExit(f"{path}: cannot read ({err.__class__.__name__})")
+        raise BadInput(f"{path}: cannot read ({err.__class__.__name__})")
     problems = []
     for number, line in enumerate(lines, 1):
         if not line.strip():
@@ -322,19 +398,19 @@ def load_problems(path: str, task: str = "auto") -> list[dict]:
         try:
             record = json.loads(line)
         except json.JSONDecodeError:
-            raise SystemExit(f"{path}:{number}: not valid JSON")
+            raise BadInput(f"{path}:{number}: not valid JSON") from None
         record = record if isinstance(record, dict) else {}
         numbers, target = record.get("numbers"), record.get("target")
         if (task if task != "auto" else "countdown" if "numbers" in record else "math") == "countdown":
             if not (type(numbers) is list and numbers and all(type(n) is int for n in [*numbers, target])):
-                raise SystemExit(f"{path}:{number}: countdown needs 'numbers' (ints) and 'target' (int)")
+                raise BadInput(f"{path}:{number}: countdown needs 'numbers' (ints) and 'target' (int)")
             problems.append({"task": "countdown", "numbers": numbers, "target": target})
         elif isinstance(record.get("question"), str) and "answer" in record:
             problems.append({"task": "math", "question": record["question"], "answer": str(record["answer"])})
         else:
-            raise SystemExit(f"{path}:{number}: math needs 'question' (string) and 'answer'")
+            raise BadInput(f"{path}:{number}: math needs 'question' (string) and 'answer'")
     if not problems:
-        raise SystemExit(f"{path}: no problems in file")
+        raise BadInput(f"{path}: no problems in file")
     return problems
 
 CHAT_PROMPTS = {
@@ -404,6 +480,7 @@ def decode(model, tokenizer, prompts: list[str], *, temperature: float, top_p: f
     cache = {cache_argument(model): DynamicCache(config=model.config)}
     positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, P)
     inputs, done = prompt_ids, torch.zeros(prompt_ids.shape[0], dtype=torch.bool, device=device)
+    stops = torch.tensor(eos_ids(model, tokenizer), device=device)
     tokens, logprobs, entropies, alive = [], [], [], []
     for _ in range(max_new_tokens):
         logits = model(input_ids=inputs, attention_mask=mask, position_ids=positions, use_cache=True,
@@ -416,7 +493,7 @@ def decode(model, tokenizer, prompts: list[str], *, temperature: float, top_p: f
         alive.append(~done)
         logprobs.append(logp.gather(-1, token[:, None]).squeeze(-1))
         entropies.append(-(logp.exp() * logp).sum(-1))
-        done = done | (token == tokenizer.eos_token_id)
+        done = done | torch.isin(token, stops)
         if done.all():
             break
         inputs = token[:, None]
@@ -530,7 +607,7 @@ def evaluate(model, tokenizer, problems: list[dict], args: Args, seed: int = 0, 
                         first_row=start, total_rows=len(prompts))
         chunk = rows[start:start + size]
         scored.append({"first_row": start, "rewards": score(chunk, roll.texts).tolist(),
-                       "keys": [answer_key(p, t) for p, t in zip(chunk, roll.texts)],
+                       "keys": [majority_key(p, t) for p, t in zip(chunk, roll.texts)],
                        "entropy_sum": float(roll.entropy.sum()), "tokens": roll.tokens})
     scored = sorted((part for parts in ranks.gather(scored) for part in parts), key=lambda x: x["first_row"])
     rewards = torch.tensor([r for part in scored for r in part["rewards"]]).view(len(problems), n)
@@ -725,63 +802,20 @@ def es_step(model, params, master, tokenizer, problems: list[dict], args: Args, 
 # member's weights, by batched matmuls: the rewards and update of scoring members one by one, up to float
 # rounding (tests/test_es.py: test_population_batched_es_scores_and_updates_as_member_by_member).
 
-@contextlib.contextmanager
 def population_forward(model, params: list[torch.Tensor], master: list[torch.Tensor], seeds: list[int],
                        sigma: float, drawn: dict):
-    """Inside, row block n of every batch runs with member n's weights master + sigma * eps_n, as set_weights
-    builds them: Linear, Embedding and norm (weight * f(x)) layers use stacked weights; another layer with
-    weights raises NotImplementedError. Each eps is kept in drawn[seed, index] for es_update."""
-    index, stacked = {id(p): i for i, p in enumerate(params)}, {}  # stacked: shared by tied layers
-    def members(param):  # (N, *shape)
-        i = index[id(param)]
+    """A context inside which row block n of every batch runs with member n's weights master + sigma * eps_n,
+    as set_weights builds them (scale/population.py patches the layers: NotImplementedError for a layer it
+    cannot batch). Each eps is kept in drawn[seed, index] for es_update."""
+    stacked = {}  # shared by tied layers
+    def members(i: int, param: torch.Tensor) -> torch.Tensor:  # (N, *shape) member weights of params[i]
         if i not in stacked:
             for seed in seeds:
                 drawn[seed, i] = noise(seed, i, param)
             stacked[i] = torch.stack([(master[i].to(param.device) + sigma * drawn[seed, i]).to(param.dtype)
                                       for seed in seeds])
         return stacked[i]
-    by_member = lambda x: x.reshape(len(seeds), -1, x.shape[-1])  # (N * R, ...) -> (N, R * ..., last)
-    def linear(layer):
-        weight, bias = members(layer.weight), None if layer.bias is None else members(layer.bias)
-        def forward(x):  # x: (N * R, L, in)
-            out = torch.bmm(by_member(x), weight.transpose(1, 2))  # (N, R * L, out)
-            return (out if bias is None else out + bias[:, None]).reshape(*x.shape[:-1], -1)
-        return forward
-    def embedding(layer):
-        weight = members(layer.weight)  # (N, V, d)
-        def forward(ids):  # ids: (N * R, L)
-            member = torch.arange(len(seeds), device=ids.device).repeat_interleave(ids.shape[0] // len(seeds))
-            return weight[member[:, None], ids]  # (N * R, L, d)
-        return forward
-    def norm(layer):
-        weight, unit = members(layer.weight), copy.deepcopy(layer)
-        unit.weight.data.fill_(1.0)  # unit(x) = f(x)
-        probe = torch.randn(2, layer.weight.shape[0], device=layer.weight.device, dtype=layer.weight.dtype)
-        if not torch.equal(layer(probe), layer.weight * unit(probe)):  # e.g. Gemma's (1 + weight) * f(x)
-            raise NotImplementedError(f"{type(layer).__name__} is not weight * f(x)")
-        def forward(x):  # x: (N * R, L, d)
-            return (weight[:, None] * by_member(unit(x))).reshape(x.shape)
-        return forward
-    patched = []
-    try:
-        for layer in model.modules():
-            own = dict(layer.named_parameters(recurse=False))
-            if not own:
-                continue
-            if isinstance(layer, torch.nn.Linear):
-                layer.forward = linear(layer)
-            elif isinstance(layer, torch.nn.Embedding):
-                layer.forward = embedding(layer)
-            elif own.keys() == {"weight"} and own["weight"].dim() == 1:
-                layer.forward = norm(layer)
-            else:
-                raise NotImplementedError(f"no batched form for {type(layer).__name__}")
-            patched.append(layer)
-        yield
-    finally:
-        for layer in patched:
-            del layer.forward  # back to the class's forward
-
+    return batched_layers(model, params, members, len(seeds))
 
 # ----------------------------------------------------------------------------- schedule
 
@@ -859,7 +893,7 @@ def evaluation_sets(args: Args, tokenizer):
             evaluation = load_problems(args.eval_data, args.task)
         else:  # hold out the file's last problems
             if len(train) < 2:
-                raise SystemExit(f"{args.data}: needs 2 problems to hold some out (or give --eval-data)")
+                raise BadInput(f"{args.data}: needs 2 problems to hold some out (or give --eval-data)")
             cut = max(1, min(args.eval_problems, len(train) // 5))
             train, evaluation = train[:-cut], train[-cut:]
     else:
@@ -894,12 +928,14 @@ def run(args: Args, generate=rollout, ranks: OneProcess = ONE_PROCESS) -> dict:
     rollout or any function with its signature (scale/: vLLM); ranks: the split over processes (scale/)."""
     device = ranks.start("cuda" if args.device == "auto" and torch.cuda.is_available() else
                          "cpu" if args.device == "auto" else args.device)
-    args, checkpoint = prepare_run_folder(args, ranks)
+    args, checkpoint = open_run_folder(args)  # every input is read and checked before anything is written
     out = Path(args.out)
     random.seed(args.seed)
     torch.manual_seed(args.seed)
     model, tokenizer = load_model(args.model, device, args.dtype)  # from_pretrained leaves it in eval mode
     train, evaluation, heldout = evaluation_sets(args, tokenizer)
+    if not args.resume:
+        create_run_folder(args, ranks)
     context = Context(args, model, tokenizer, train, generate, ranks, evaluation)
     ranks.log(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {len(train)} training / "
               f"{len(evaluation)} eval problems, held out: {', '.join(heldout) or 'none'}; algo {args.algo}, "
@@ -934,58 +970,6 @@ def run(args: Args, generate=rollout, ranks: OneProcess = ONE_PROCESS) -> dict:
     ranks.log(markdown_table({row["name"]: row for row in stages}, TABLE_COLUMNS, "stage"))
     ranks.stop()
     return summary
-
-# --- layer: checkpoints. Every --save-every updates and after each stage, RUN/checkpoint.pt (weights, the
-# stage's state, RNG states, evaluations so far) is replaced atomically; --resume continues from it to the
-# result of an uninterrupted run (tests/test_reliability.py: test_sigkill_then_resume_is_bit_identical_...).
-
-def atomic_write(path: Path, write):  # a temporary name, then rename: a crash never leaves half a file
-    tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
-    os.replace(tmp, path)
-
-def prepare_run_folder(args: Args, ranks: OneProcess = ONE_PROCESS) -> tuple[Args, dict | None]:
-    """A new run folder, or with --resume the saved config and last checkpoint of an interrupted run."""
-    if args.resume:
-        folder = Path(args.resume)
-        try:
-            saved = json.loads((folder / "config.json").read_text())
-            path = folder / "checkpoint.pt"
-            checkpoint = torch.load(path, weights_only=False) if path.exists() else None
-        except (OSError, ValueError, RuntimeError) as err:
-            raise SystemExit(f"--resume {folder}: not a resumable run folder ({err.__class__.__name__})")
-        known = {f.name: saved[f.name] for f in dataclasses.fields(Args) if f.name in saved}  # not "scale"
-        return Args(**{**known, "resume": str(folder), "out": str(folder)}), checkpoint
-    out = Path(args.out)
-    if out.exists() and any(out.iterdir()) and not args.overwrite:
-        raise SystemExit(f"--out {out}: run folder exists; pass --resume {out} to continue it or --overwrite "
-                         "to replace it")
-    ranks.barrier()  # every process has looked before the main one writes
-    if ranks.is_main:
-        shutil.rmtree(out, ignore_errors=True)
-        out.mkdir(parents=True)
-        config = dataclasses.asdict(args) | ({"scale": ranks.config} if ranks.config else {})
-        atomic_write(out / "config.json", lambda tmp: tmp.write_text(json.dumps(config, indent=2)))
-    ranks.barrier()
-    return args, None
-
-def save_checkpoint(out: Path, model, stage: int, stage_state: dict | None, stages: list, ranks: OneProcess):
-    if ranks.is_main:  # every process holds the same weights: one writes them
-        rng = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-        state = {"model": model.state_dict(), "stage": stage, "stage_state": stage_state, "stages": stages,
-                 "rng": rng}
-        atomic_write(out / "checkpoint.pt", lambda tmp: torch.save(state, tmp))
-
-def resume_metrics(out: Path, schedule: list, checkpoint: dict | None, ranks: OneProcess):  # drop later lines
-    done = 0
-    if checkpoint:
-        in_stage = (checkpoint["stage_state"] or {}).get("update", 0)
-        done = sum(updates for _, updates in schedule[:checkpoint["stage"]]) + in_stage
-    if ranks.is_main:
-        lines = (out / "metrics.jsonl").read_text().splitlines() if (out / "metrics.jsonl").exists() else []
-        kept = [line for line in lines if line.strip() and json.loads(line)["update"] <= done]
-        atomic_write(out / "metrics.jsonl", lambda tmp: tmp.write_text("".join(line + "\n" for line in kept)))
-    ranks.log(f"resuming {out} after update {done}")
 
 # ----------------------------------------------------------------------------- main
 

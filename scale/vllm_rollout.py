@@ -18,7 +18,7 @@ from pathlib import Path
 import torch
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from es_grpo import Rollout  # noqa: E402
+from es_grpo import Rollout, eos_ids  # noqa: E402
 
 
 class WeightSync:
@@ -121,8 +121,9 @@ class VLLMRollout:
         self.start()  # a no-op after Torchrun.start; a process without torchrun creates the engine here
         self.sync(model)
         ids = tokenizer(prompts, add_special_tokens=tokenizer.chat_template is None)["input_ids"]
+        stops = eos_ids(model, tokenizer)  # the tokenizer's EOS and generation_config's (end of turn)
         params = [self.sampling_params(temperature=temperature, top_p=top_p, max_tokens=max_new_tokens,
-                                       seed=seed * 1_000_003 + first_row + row, stop_token_ids=[tokenizer.eos_token_id])
+                                       seed=seed * 1_000_003 + first_row + row, stop_token_ids=stops)
                   for row in range(len(prompts))]
         outputs = self.engine.generate([{"prompt_token_ids": x} for x in ids], params, use_tqdm=False)
         return completions_to_rollout(tokenizer, ids, [list(o.outputs[0].token_ids) for o in outputs],

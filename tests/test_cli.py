@@ -1,6 +1,5 @@
 """The command line with tiny arguments: once by subprocess (the real script), otherwise in this process."""
 import json
-import os
 import subprocess
 import sys
 
@@ -126,9 +125,12 @@ def test_jsonl_data_and_a_chat_template_model_from_local_files(tmp_path):
         assert "2 eval problems" in result.stdout  # the last fifth of the 10 lines is held out
 
 
-def test_es_grpo_py_refuses_to_run_under_torchrun(tmp_path):
-    """Every rank would write the same run folder: scale/train.py is the multi-process entry point."""
-    result = subprocess.run([sys.executable, str(ROOT / "es_grpo.py"), "--out", str(tmp_path / "never")], cwd=ROOT,
-                            capture_output=True, text=True, timeout=600, env={**os.environ, "WORLD_SIZE": "2"})
+def test_es_grpo_py_refuses_to_run_under_torchrun(tmp_path, monkeypatch):
+    """Every rank would write the same run folder: scale/train.py is the multi-process entry point. The script's
+    own __main__ block, run in this process."""
+    import runpy
+    monkeypatch.setenv("WORLD_SIZE", "2")
+    monkeypatch.setattr(sys, "argv", ["es_grpo.py", "--out", str(tmp_path / "never")])
+    result = in_process(lambda argv: runpy.run_path(str(ROOT / "es_grpo.py"), run_name="__main__"))
     assert result.returncode == 1 and result.stderr.strip().endswith("under torchrun, run scale/train.py (same flags)")
     assert not (tmp_path / "never").exists()

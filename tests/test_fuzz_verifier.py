@@ -11,7 +11,8 @@ ODD = ["０", "٣", "𝟑", "³", "½", "−", "×", "÷", "O", "l", "ⅰ", "\u2
        ",", "_"]
 OPERATORS = ["+", "-", "*", "/", "**", "//", "%", "^", "(", ")", " ", "=", "==", "<<", "@"]
 LIMIT_S = 0.01  # the issue's limit per verifier call
-TAGS = ["<answer>", "</answer>", "\\boxed{", "}", "####", "\n"]
+TAGS = ["<answer>", "</answer>", "\\boxed{", "}", "####", "\n", "\\frac{", "\\frac", "\\sqrt{", "\\pi", "^{",
+        "\\text{", "$", "\\left(", "\\cdot", "x = "]  # the last ones: LaTeX answers (math_reward)
 
 
 def number(rng):
@@ -72,7 +73,8 @@ def test_fuzzed_completions(request, monkeypatch):
         for _ in range(count):
             text = completion(rng)
             numbers = [rng.choice([1, 2, 3, 5, 7, 8, 12]) for _ in range(rng.randint(1, 4))]
-            target, reference = rng.randint(-5, 100), rng.choice(["#### 24", "7", "-3", "1,000", "0.5"])
+            target, reference = rng.randint(-5, 100), rng.choice(["#### 24", "7", "-3", "1,000", "0.5",
+                                                                   "\\frac{1}{2}", "2\\sqrt{3}", "\\text{(C)}"])
             for call in (lambda: countdown_reward(text, numbers, target), lambda: math_reward(text, reference)):
                 value, seconds = cpu_seconds(call)
                 if seconds >= LIMIT_S:

@@ -84,6 +84,11 @@ def test_es_on_two_ranks_ends_bit_identical_to_one_process(shared):
     assert metrics[0] == metrics[1]
     summary = json.loads((folder / "summary.json").read_text())
     assert summary["world_size"] == 2 and summary["stages"][1]["sequences"] == 3 * 5 * 4
+    # evaluation dealt out over 2 ranks (6 chunks of 8 rows) scores as in one process: every stage's Pass@K,
+    # per-problem counts, entropy and held-out results, bit for bit
+    one = json.loads((shared(1, "--algo", "es")[0] / "summary.json").read_text())
+    stages = [[{k: v for k, v in stage.items() if k != "seconds"} for stage in s["stages"]] for s in (one, summary)]
+    assert stages[0] == stages[1] and stages[0][0]["correct"] and stages[0][0]["heldout_pass@16"] is not None
 
 
 @pytest.mark.parametrize("parallel", ["ddp", "fsdp"])
@@ -111,7 +116,7 @@ def test_sharded_grpo_stopped_by_a_fault_resumes_to_the_uninterrupted_weights(tm
     state = checkpoint["optimizer"]["state"]  # AdamW's moments made whole, keyed by parameter name
     assert state and all(state[k]["exp_avg"].shape == a[k].shape for k in state)
     refused = run_es_grpo("--resume", str(tmp_path / "failed"))  # es_grpo.py keeps GRPO state by index
-    assert refused.returncode == 1 and "resume it with scale/train.py" in refused.stderr.splitlines()[-1]
+    assert refused.returncode == 2 and "resume it with scale/train.py" in refused.stderr.splitlines()[-1]
     resumed, _ = torchrun(ROOT / "tests" / "dist_fault.py", "--resume", str(tmp_path / "failed"),
                           env={**ONE_THREAD, "FAULT": "none", "FAULT_AT": "0"})
     assert resumed.returncode == 0, resumed.stderr[-2000:]
