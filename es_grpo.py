@@ -13,6 +13,8 @@ estimator, the GRPO and ES updates and the sequential GRPO->ES schedule.
 
 Sections follow the paper: config, model, task and verifier, rollout, Pass@K, GRPO, ES, schedule. A "layer"
 after an idea makes it faster or safer, and names the test showing the same result. `ranks`: see OneProcess.
+Machinery lives in scale/: run folders and checkpoints (run_folder.py), the batched population
+(population.py), many processes (distributed.py) and vLLM (vllm_rollout.py).
 
 Deliberate departures from the paper (the tiny default preset unless marked; --preset paper restores it):
  1. Model and task: a 0.86M-parameter character-level Llama pretrained on synthetic Countdown, not Qwen or
@@ -876,7 +878,7 @@ def train_stage(run: Context, name: str, updates: int, offset: int, metrics, res
             line["eval"] = evaluate(model, run.tokenizer, run.evaluation, dataclasses.replace(
                 args, eval_samples=args.trajectory_samples), args.seed, (*PASS_KS, args.trajectory_samples),
                 (), generate=run.generate, ranks=ranks)
-        metrics.write(json.dumps(line) + "\n")
+        metrics.write(strict_json(line) + "\n")
         metrics.flush()
         extra = f"disagree {stats['disagreement']:.3f}" if name == "es" else f"kl {stats['kl']:.4f}"
         ranks.log(f"{name} {update + 1}/{updates} reward {stats['reward']:.3f} ent {stats['entropy']:.3f} "
@@ -914,6 +916,12 @@ def measure(run: Context, name: str, evaluation, heldout, cost: dict) -> dict:
     result[f"heldout_pass@{k}"] = (float(np.mean([result[f"heldout_{t}"][f"pass@{k}"] for t in heldout]))
                                    if heldout else None)
     return {"name": name, **result, **cost}
+
+def strict_json(value, **options) -> str:  # a value that is not a number (vLLM's entropy: NaN) becomes null
+    def clean(v):
+        return ({k: clean(x) for k, x in v.items()} if isinstance(v, dict) else [clean(x) for x in v]
+                if isinstance(v, list) else None if isinstance(v, float) and not math.isfinite(v) else v)
+    return json.dumps(clean(value), allow_nan=False, **options)
 
 def markdown_table(rows: dict[str, dict], columns: list[str], label: str = "model") -> str:
     lines = [f"| {label} | " + " | ".join(columns) + " |", "|" + "---|" * (len(columns) + 1)]
@@ -966,7 +974,7 @@ def run(args: Args, generate=rollout, ranks: OneProcess = ONE_PROCESS) -> dict:
             ranks.log(f"{name}: pass@1 {stages[-1]['pass@1']:.3f}, {cost['seconds']:.0f}s")
     summary = {"algo": args.algo, "seed": args.seed, "world_size": ranks.world_size, "stages": stages}
     if ranks.is_main:
-        atomic_write(out / "summary.json", lambda tmp: tmp.write_text(json.dumps(summary, indent=2)))
+        atomic_write(out / "summary.json", lambda tmp: tmp.write_text(strict_json(summary, indent=2)))
     ranks.log(markdown_table({row["name"]: row for row in stages}, TABLE_COLUMNS, "stage"))
     ranks.stop()
     return summary

@@ -116,7 +116,9 @@ def verdict(*conditions) -> str:
     return "not reproduced" if any(c is False for c in conditions) else "inconclusive"
 
 
-def shown(ci, digits: int = 3) -> str:
+def shown(ci, digits: int = 3) -> str:  # "-" where there is no estimate (a level a path never reaches)
+    if not np.isfinite(ci[0]):
+        return "-"
     return f"{ci[0]:+.{digits}f} [{ci[1]:+.{digits}f}, {ci[2]:+.{digits}f}]"
 
 
