@@ -974,7 +974,7 @@ def cmd_reproduce(argv):
     seeds = [int(s) for s in (namespace.seeds or ("0" if quick else "0,1,2")).split(",")]
     steps = namespace.steps or (4 if quick else 200)
     samples = namespace.samples or (16 if quick else 256)
-    small = ["--eval-problems", "10", "--heldout-problems", "5", "--es-population", "4", "--es-prompts", "8",
+    small = ["--eval-problems", "6", "--heldout-problems", "3", "--es-population", "4", "--es-prompts", "4",
              "--grpo-prompts", "4"] if quick else []
     heldout = [] if quick else ["--heldout-problems", "20"]  # claim 5 is measured by forgetting_control
     flags = [*small, *heldout, *run_flags, "--eval-samples", str(samples),

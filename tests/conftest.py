@@ -52,5 +52,5 @@ def fresh_tiny():
 
 
 def pytest_addoption(parser):
-    parser.addoption("--fuzz-count", type=int, default=100_000,
+    parser.addoption("--fuzz-count", type=int, default=30_000,
                      help="completions per verifier in the fuzz test")

@@ -1,5 +1,5 @@
 """Seeded fuzzing of the verifiers: every call returns a reward in {0, 0.1, 1}, never raises, stays cheap,
-and never runs model text. 100,000 completions per verifier by default (--fuzz-count N), -s prints the worst time."""
+and never runs model text. 30,000 completions per verifier by default (--fuzz-count N), -s prints the worst time."""
 import builtins
 import gc
 import random

@@ -106,10 +106,11 @@ def test_grpo_on_two_ranks_matches_one_process_within_1e_5(shared, parallel):
 
 def test_sharded_grpo_stopped_by_a_fault_resumes_to_the_uninterrupted_weights(tmp_path, shared):
     whole_folder, _ = shared(2, *SHARDED)
-    failed, _ = torchrun(ROOT / "tests" / "dist_fault.py", *RUN, *SHARDED, "--dist-timeout", "10",
-                         "--out", str(tmp_path / "failed"),
-                         env={**ONE_THREAD, "STEP": "grpo", "FAULT": "raise", "FAULT_AT": "2"})  # rank 1, update 2
-    assert failed.returncode != 0
+    failed, seconds = torchrun(ROOT / "tests" / "dist_fault.py", *RUN, *SHARDED, "--dist-timeout", "10",
+                               "--out", str(tmp_path / "failed"),  # rank 1 raises at update 2
+                               env={**ONE_THREAD, "STEP": "grpo", "FAULT": "raise", "FAULT_AT": "2"})
+    print(f"raise: exit {failed.returncode} after {seconds:.1f}s")  # a rank that raises ends every rank, in time
+    assert failed.returncode != 0 and seconds < 120 and not (tmp_path / "failed" / "summary.json").exists()
     checkpoint = torch.load(tmp_path / "failed" / "checkpoint.pt", weights_only=False)["stage_state"]
     assert checkpoint["update"] == 1
     a, metrics_a = weights_and_metrics(whole_folder, "grpo")
@@ -127,17 +128,33 @@ def test_sharded_grpo_stopped_by_a_fault_resumes_to_the_uninterrupted_weights(tm
     assert all(torch.equal(a[k], b[k]) for k in a) and metrics_a == metrics_b
 
 
-@pytest.mark.parametrize("fault", ["raise", "die", "hang"])
-def test_a_rank_that_fails_makes_every_rank_exit_nonzero_in_bounded_time(tmp_path, fault):
-    result, seconds = torchrun(ROOT / "tests" / "dist_fault.py", *RUN, "--algo", "es", "--steps", "4",
-                               "--save-every", "1",
-                               "--dist-timeout", "10", "--out", str(tmp_path / "run"),
-                               env={**ONE_THREAD, "FAULT": fault, "FAULT_AT": "2"})
+@pytest.fixture(scope="module")
+def faulty_jobs(tmp_path_factory):
+    """A rank that dies and a rank that hangs, at update 2 of ES: both jobs launched at once, since the hung one
+    mostly waits (a rank that raises: the sharded GRPO fault test)."""
+    root, jobs = tmp_path_factory.mktemp("faults"), {}
+    for fault in ("die", "hang"):
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                   str(ROOT / "tests" / "dist_fault.py"), *RUN, "--algo", "es", "--steps", "4", "--save-every", "1",
+                   "--dist-timeout", "10", "--out", str(root / fault)]
+        jobs[fault] = (subprocess.Popen(command, cwd=ROOT, env={**ONE_THREAD, "FAULT": fault, "FAULT_AT": "2"},
+                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), time.time())
+    done = {}
+    for fault, (process, started) in jobs.items():
+        stdout, stderr = process.communicate(timeout=300)
+        done[fault] = (SimpleNamespace(returncode=process.returncode, stdout=stdout, stderr=stderr),
+                       time.time() - started, root / fault)
+    return done
+
+
+@pytest.mark.parametrize("fault", ["die", "hang"])
+def test_a_rank_that_fails_makes_every_rank_exit_nonzero_in_bounded_time(faulty_jobs, fault):
+    result, seconds, run = faulty_jobs[fault]
     print(f"{fault}: exit {result.returncode} after {seconds:.1f}s")
     assert result.returncode != 0
     assert seconds < 120, f"took {seconds:.0f}s"
-    assert not (tmp_path / "run" / "summary.json").exists()
-    checkpoint = torch.load(tmp_path / "run" / "checkpoint.pt", weights_only=False)  # the update before the fault
+    assert not (run / "summary.json").exists()
+    checkpoint = torch.load(run / "checkpoint.pt", weights_only=False)  # the update before the fault
     assert checkpoint["stage_state"]["update"] == 1
 
 
@@ -244,7 +261,8 @@ def test_the_engine_is_created_on_every_rank_before_any_generation(tmp_path, eng
     flags = ["--algo", "es", "--steps", "1", "--es-population", "2", "--es-prompts", "4", "--eval-problems", "1",
              "--heldout-problems", "1", "--eval-samples", "16", "--rollout-batch", "16"]
     result, seconds = torchrun(ROOT / "tests" / "dist_engine.py", *flags, "--out", str(tmp_path / "run"),
-                               env={**ONE_THREAD, "ENGINE_AT": engine_at, "TIMEOUT": "5"})
+                               env={**ONE_THREAD, "ENGINE_AT": engine_at,
+                                    "TIMEOUT": "5" if engine_at == "start" else "3"})  # the control waits it out
     print(f"engine created at {engine_at}: exit {result.returncode} after {seconds:.1f}s")
     if engine_at == "start":
         assert result.returncode == 0, result.stderr[-2000:]
