@@ -22,8 +22,12 @@ created, rank = [], os.environ["RANK"]
 destroy = dist.destroy_process_group
 
 
+def say(text: str):  # one write per line: two ranks share the pipe, and unbuffered prints could interleave
+    os.write(1, f"rank {rank}: {text}\n".encode())
+
+
 def reporting_destroy(*args, **kwargs):
-    print(f"rank {rank}: process group destroyed", flush=True)
+    say("process group destroyed")
     destroy(*args, **kwargs)
 
 
@@ -36,8 +40,8 @@ def make_engine():
     return FakeEngine(*es_grpo.load_model(""))
 
 
-backend = VLLMRollout(make_engine, SimpleNamespace, lambda engine: print(f"rank {rank}: engine shut down", flush=True))
+backend = VLLMRollout(make_engine, SimpleNamespace, lambda engine: say("engine shut down"))
 ranks = Torchrun(timeout_s=int(os.environ.get("TIMEOUT", "10")),
                  engine=backend if os.environ["ENGINE_AT"] == "start" else None)
 es_grpo.run(es_grpo.parse_args(sys.argv[1:]), backend, ranks)
-print(f"rank {ranks.rank}: {len(created)} engine created", flush=True)
+say(f"{len(created)} engine created")

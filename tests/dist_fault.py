@@ -21,7 +21,8 @@ destroy = dist.destroy_process_group
 
 def reporting_destroy(*args, **kwargs):
     alive = sum(isinstance(o, FSDPModule) for o in gc.get_objects())
-    print(f"rank {os.environ['RANK']}: {alive} FSDP modules alive when the process group is destroyed", flush=True)
+    line = f"rank {os.environ['RANK']}: {alive} FSDP modules alive when the process group is destroyed\n"
+    os.write(1, line.encode())  # one write: the ranks share the pipe, and unbuffered prints could interleave
     destroy(*args, **kwargs)
 
 
