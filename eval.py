@@ -987,7 +987,7 @@ def cmd_reproduce(argv):
     seeds_of = {name: seeds[:1] if name == "es-grpo" else seeds for name in updates}  # ES->GRPO: in no verdict
     for seed in seeds:
         for name, count in ((name, count) for name, count in updates.items() if seed in seeds_of[name]):
-            every = str(max(1, round(count / 12)))  # about a dozen points on each path
+            every = str(max(1, round(count / (4 if quick else 12))))  # a dozen points on each path (quick: 4)
             run_argv = [*flags, "--algo", name, "--steps", str(count), "--seed", str(seed), "--eval-every", every]
             folder = out / "runs" / f"{name}-s{seed}"
             if namespace.plan:

@@ -101,28 +101,25 @@ def test_pretrain_command_builds_a_loadable_model(tmp_path):
     assert "--hidden-size" in in_process(main, "--help").stdout
 
 
-def test_jsonl_data_and_a_chat_template_model_from_local_files(tmp_path):
-    """The path a real model takes: a local folder with a chat template, math and Countdown JSONL files."""
+def test_countdown_jsonl_data_and_a_chat_template_model_from_local_files(tmp_path):
+    """A local folder with a chat template and a Countdown JSONL file (math data with a BPE chat model:
+    tests/test_paths.py)."""
     from tiny_model.pretrain import build_tiny_model
     model, tokenizer = build_tiny_model(seed=0)
     tokenizer.chat_template = ("{% for m in messages %}{{ m['content'] }}{% endfor %}"
                                "{% if add_generation_prompt %}:{% endif %}")
     model.save_pretrained(tmp_path / "chat")
     tokenizer.save_pretrained(tmp_path / "chat")
-    math = tmp_path / "math.jsonl"
-    math.write_text("".join(json.dumps({"question": f"{a}+{a}", "answer": f"so #### {2 * a}"}) + "\n"
-                            for a in range(10)))
     countdown = tmp_path / "countdown.jsonl"
     countdown.write_text("".join(json.dumps({"numbers": [a, 2, 3], "target": a + 5}) + "\n" for a in range(10)))
-    for data, task in ((math, "math"), (countdown, "countdown")):
-        out = tmp_path / task
-        result = run_es_grpo(*TINY_RUN, "--model", str(tmp_path / "chat"), "--data", str(data), "--out", str(out),
-                             "--max-new-tokens", "4")
-        assert result.returncode == 0, result.stderr[-2000:]
-        summary = json.loads((out / "summary.json").read_text())
-        assert [s["name"] for s in summary["stages"]] == ["base", "grpo", "es"]
-        assert 0.0 <= summary["stages"][-1]["pass@1"] <= 1.0
-        assert "2 eval problems" in result.stdout  # the last fifth of the 10 lines is held out
+    out = tmp_path / "countdown"
+    result = run_es_grpo(*TINY_RUN, "--model", str(tmp_path / "chat"), "--data", str(countdown), "--out", str(out),
+                         "--max-new-tokens", "4")
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert [s["name"] for s in summary["stages"]] == ["base", "grpo", "es"]
+    assert 0.0 <= summary["stages"][-1]["pass@1"] <= 1.0
+    assert "8 training / 2 eval problems" in result.stdout  # the last fifth of the 10 lines is held out
 
 
 def test_es_grpo_py_refuses_to_run_under_torchrun(tmp_path, monkeypatch):
