@@ -144,8 +144,8 @@ class Torchrun(es_grpo.OneProcess):
     def load_grpo_state(self, trainer, optimizer, reference, state: dict):
         if not any(isinstance(key, str) for key in state["optimizer"]["state"]):  # written by es_grpo.py
             if isinstance(trainer, FSDPModule):
-                raise SystemExit("--resume: a one-process GRPO checkpoint cannot be resumed sharded; "
-                                 "leave out --grpo-fsdp")
+                raise es_grpo.BadInput("--resume: a one-process GRPO checkpoint cannot be resumed sharded; "
+                                       "leave out --grpo-fsdp")
             return super().load_grpo_state(trainer, optimizer, reference, state)
         whole = StateDictOptions(full_state_dict=True)  # every rank read the checkpoint; FSDP keeps its shards
         set_optimizer_state_dict(trainer, optimizer, state["optimizer"], options=whole)
