@@ -58,11 +58,10 @@ from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 from scale.population import batched_layers  # machinery: the population as one batch; run folders,
 from scale.run_folder import (BadInput, atomic_write, create_run_folder, open_run_folder,  # checkpoints and
                               resume_metrics, save_checkpoint)  # resume; one-line refusal of a bad input
-
 from tiny_model.tasks import (ARITHMETIC, EVAL_POOL, FAMILIES, SPLIT_SEEDS, evaluation_pool,  # the tiny
                               generate_problems, never_trained_on)  # model's synthetic data (departure 1)
 
-TINY_MODEL = Path(__file__).resolve().parent / "tiny_model"
+TINY_MODEL = Path(inspect.getfile(generate_problems)).resolve().parent  # also for a copy of this file
 log = tqdm.write  # prints above a progress bar instead of through it
 
 # ----------------------------------------------------------------------------- config
@@ -267,7 +266,7 @@ def parse_expression(text: str, latex: bool = False):
         return value
     def signed(depth):  # latex: [+-]* atom [^ signed]
         nonlocal cursor
-        if latex and tokens[cursor] in ("+", "-") and tokens[cursor]:
+        if latex and tokens[cursor] in ("+", "-"):
             sign, cursor = tokens[cursor], cursor + 1
             value = signed(depth + 1)
             return value if sign == "+" or value is None else -value

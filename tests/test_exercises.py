@@ -1,0 +1,33 @@
+"""The course exercises (tests/exercises.py, tests/EXERCISES.md): the student copy still runs, each
+exercise's tests fail on its holes, and the same tests pass on the reference."""
+import exercises
+from exercises import CONTROLS, EXERCISES
+
+from conftest import ROOT
+
+
+def test_a_hole_keeps_the_contract_and_only_the_chosen_functions_change():
+    source = (ROOT / "es_grpo.py").read_text()
+    first = exercises.with_holes(source, [EXERCISES[0]])
+    compile(first, "es_grpo.py", "exec")
+    assert first.count("raise NotImplementedError(") == 1 and "exercise 1 (" in first
+    assert '"""Unbiased Pass@k from n samples with c correct' in first  # the docstring stays: the contract
+    assert "np.prod(1.0 - k / np.arange" not in first and "np.prod(1.0 - k / np.arange" in source
+    every = exercises.with_holes(source, list(EXERCISES))
+    assert every.count("raise NotImplementedError('exercise") + every.count('raise NotImplementedError("exercise') \
+        == sum(len(e.functions) for e in EXERCISES)
+
+
+def test_every_exercise_fails_on_the_student_copy_and_passes_on_the_reference(tmp_path, request):
+    copy = exercises.make(tmp_path / "student", list(EXERCISES))
+    tests = [test for e in EXERCISES for test in e.tests]
+    outcomes = exercises.run_tests(copy, [*tests, *CONTROLS])
+    for exercise in EXERCISES:
+        results = exercises.per_exercise(outcomes, exercise)
+        assert results and set(results) == {"failed"}, (exercise.title, results)
+    assert all(outcomes[control] == ["passed"] for control in CONTROLS)  # the copy runs all but its holes
+    collected = {item.nodeid.split("[")[0] for item in request.session.items}
+    if not all(any(node == test or node.startswith(test + "::") for node in collected) for test in tests):
+        reference = exercises.run_tests(None, tests)  # run alone: check the reference here
+        assert all(set(exercises.per_exercise(reference, e)) == {"passed"} for e in EXERCISES)
+    # else these very tests run on the reference in this session of the suite, and fail it if they fail
