@@ -71,6 +71,7 @@ class VLLMRollout:
     def __init__(self, make_engine, sampling_params, close_engine=None):
         self.make_engine, self.sampling_params, self.close_engine, self.engine = (make_engine, sampling_params,
                                                                                   close_engine, None)
+        self.synced = None  # the weights' identity when last loaded into the engine
 
     def start(self):
         self.engine = self.engine or self.make_engine()
@@ -108,9 +109,15 @@ class VLLMRollout:
         return cls(make_engine, SamplingParams, close_engine)
 
     def sync(self, model):
-        """The engine's weights <- the model's: every tensor, by its transformers name."""
+        """The engine's weights <- the model's: every tensor, by its transformers name; nothing when no weight
+        changed since the last load (evaluation chunks). A tensor's version counter moves with every in-place
+        change (an optimizer step, an ES perturbation or restore, a loaded state), so none is missed."""
+        identity = [(p.data_ptr(), p._version) for p in model.parameters()]
+        if identity == self.synced:
+            return
         self.engine.collective_rpc("es_grpo_load_weights", args=(list(model.named_parameters()),))
         self.engine.reset_prefix_cache()  # prompt KV cached under the old weights is stale
+        self.synced = identity
 
     @torch.no_grad()
     def __call__(self, model, tokenizer, prompts: list[str], *, temperature: float = 0.0, top_p: float = 1.0,

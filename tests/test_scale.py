@@ -183,6 +183,7 @@ class FakeEngine:
         self.worker = Worker()
 
     def load_weights(self, weights):
+        self.loads = getattr(self, "loads", 0) + 1
         own = dict(self.model.named_parameters())
         for name, tensor in weights:
             own[name].data.copy_(tensor)
@@ -234,6 +235,22 @@ def test_es_through_the_engine_scores_and_updates_exactly_as_the_hf_rollout(fres
     assert len(set(engine.generated_with)) == 4  # each member generated with its own perturbed weights
     backend(model, tokenizer, ["C3,5,7=56:"], max_new_tokens=1)  # the next rollout sees the updated weights
     assert all(torch.equal(a, b) for a, b in zip(engine.model.parameters(), model.parameters()))
+
+
+def test_nothing_is_loaded_into_the_engine_when_no_weight_changed(fresh_tiny):
+    """Evaluation chunks reuse the loaded weights; any in-place change (here an optimizer step, in ES a
+    perturbation or a restore) is loaded before the next generation."""
+    model, tokenizer = fresh_tiny
+    engine = FakeEngine(model, tokenizer)
+    backend = VLLMRollout(lambda: engine, SimpleNamespace)
+    problems = es_grpo.generate_problems("countdown", 4, seed=2)
+    args = es_grpo.Args(eval_samples=16, rollout_batch=16, max_new_tokens=2)  # 4 chunks
+    es_grpo.evaluate(model, tokenizer, problems, args, generate=backend)
+    assert len(engine.generated_with) == 4 and engine.loads == 1
+    with torch.no_grad():
+        next(model.parameters()).add_(1e-3)
+    es_grpo.evaluate(model, tokenizer, problems, args, generate=backend)
+    assert engine.loads == 2 and all(torch.equal(a, b) for a, b in zip(engine.model.parameters(), model.parameters()))
 
 
 def test_the_engine_gets_the_weights_of_each_grpo_step(fresh_tiny):
