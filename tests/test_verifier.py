@@ -102,9 +102,10 @@ def test_verbatim_gsm8k_answers(record, completion, expected):
 
 
 def test_the_verifier_bounds_hold_exactly_at_their_stated_limits():
-    """MAX_EXPR_CHARS (256 characters), MAX_DEPTH (32 parentheses), MAX_NUMBER_CHARS (64 digits): at the limit
-    an answer scores, one past it scores 0."""
-    assert (es_grpo.MAX_EXPR_CHARS, es_grpo.MAX_DEPTH, es_grpo.MAX_NUMBER_CHARS) == (256, 32, 64)
+    """MAX_EXPR_CHARS (256 characters), MAX_DEPTH (32 parentheses), MAX_NUMBER_CHARS (64 digits), MAX_BITS
+    (a power's base bits x exponent): at the limit an answer has its value, one past it has none."""
+    bounds = es_grpo.MAX_EXPR_CHARS, es_grpo.MAX_DEPTH, es_grpo.MAX_NUMBER_CHARS, es_grpo.MAX_BITS
+    assert bounds == (256, 32, 64, 4096)
     ones = "1 " + "+1" * 127  # 128 ones: 256 characters
     assert len(ones) == 256 and countdown_reward(ones, [1] * 128, 128) == 1.0
     assert countdown_reward(" " + ones.replace(" ", "  "), [1] * 128, 128) == 0.0  # 257 inside, stripped ends
@@ -116,6 +117,8 @@ def test_the_verifier_bounds_hold_exactly_at_their_stated_limits():
     assert math_reward("\\boxed{" + "(" * 33 + "7" + ")" * 33 + "}", "7") == 0.1
     assert math_reward("\\boxed{" + " " * 254 + "7}", "7") == 1.0  # 255 characters of answer
     assert math_reward("\\boxed{" + " " * 256 + "7}", "7") == 0.0  # its closing brace is past the bound
+    assert math_reward("\\boxed{2^{2048}}", "2^{2047} \\cdot 2") == 1.0  # 2 bits x 2048 = MAX_BITS: computed
+    assert math_reward("\\boxed{2^{2049}}", "2^{2048} \\cdot 2") == 0.1  # one past: no value, texts differ
 
 
 def test_parse_expression_returns_literals_and_exact_value():
