@@ -194,14 +194,24 @@ class FakeEngine:
     def reset_prefix_cache(self):
         pass
 
+    @torch.no_grad()
     def generate(self, prompts, params, use_tqdm):
-        assert len({p.temperature for p in params}) == 1 and len({p.seed for p in params}) == len(params)
+        """As vLLM's LLM.generate where bugs hide: prompts arrive as token ids and are used as such (never
+        re-tokenised), each request samples with its own seed, and a request stops at any of its
+        stop_token_ids, which stays in its token_ids (vllm/v1/core/sched/utils.py: check_stop)."""
+        assert all(prompt.keys() == {"prompt_token_ids"} for prompt in prompts)
+        assert len({p.seed for p in params}) == len(params)  # one seed per request, each its own
         self.generated_with.append(self.worker.es_grpo_checksum())
-        texts = [self.tokenizer.decode(p["prompt_token_ids"]) for p in prompts]
-        roll = es_grpo.rollout(self.model, self.tokenizer, texts, max_new_tokens=params[0].max_tokens,
-                               temperature=params[0].temperature, seed=params[0].seed)
-        return [SimpleNamespace(outputs=[SimpleNamespace(token_ids=ids[mask == 1].tolist())])
-                for ids, mask in zip(roll.completion_ids, roll.completion_mask)]
+        outputs = []
+        for prompt, p in zip(prompts, params):
+            ids, generator = list(prompt["prompt_token_ids"]), torch.Generator().manual_seed(p.seed)
+            completion = []
+            while len(completion) < p.max_tokens and not (completion and completion[-1] in p.stop_token_ids):
+                logits = self.model(input_ids=torch.tensor([ids + completion])).logits[:, -1].float()  # (1, V)
+                uniform = torch.rand(1, generator=generator)
+                completion.append(int(es_grpo.sample_tokens(logits, p.temperature, p.top_p, uniform)[0]))
+            outputs.append(SimpleNamespace(outputs=[SimpleNamespace(token_ids=completion)]))
+        return outputs
 
 
 def test_completions_are_padded_like_the_hf_rollout(tiny):
@@ -235,6 +245,21 @@ def test_es_through_the_engine_scores_and_updates_exactly_as_the_hf_rollout(fres
     assert len(set(engine.generated_with)) == 4  # each member generated with its own perturbed weights
     backend(model, tokenizer, ["C3,5,7=56:"], max_new_tokens=1)  # the next rollout sees the updated weights
     assert all(torch.equal(a, b) for a, b in zip(engine.model.parameters(), model.parameters()))
+
+
+def test_the_engine_stops_at_an_end_of_turn_id_that_only_generation_config_lists(fresh_tiny):
+    model, tokenizer = fresh_tiny
+    end_of_turn = tokenizer.convert_tokens_to_ids("7")  # a chat model's <|im_end|>, say
+    model.generation_config.eos_token_id = [tokenizer.eos_token_id, end_of_turn]
+    engine = FakeEngine(model, tokenizer)
+    head = torch.nn.Linear(model.config.hidden_size, model.config.vocab_size)  # an engine model that always
+    with torch.no_grad():  # ends its turn; its weight is tied to the embeddings, so never loaded by name
+        head.weight.zero_()
+        head.bias.zero_()[end_of_turn] = 10.0
+    engine.model.lm_head = head
+    roll = VLLMRollout(lambda: engine, SimpleNamespace)(model, tokenizer, ["C3,5,7=56:", "A1+2:"], max_new_tokens=8,
+                                                        temperature=1.0)
+    assert roll.completion_ids[:, 0].tolist() == [end_of_turn] * 2 and roll.completion_mask.sum() == 2
 
 
 def test_nothing_is_loaded_into_the_engine_when_no_weight_changed(fresh_tiny):
