@@ -49,7 +49,7 @@ def parser_for(command: str) -> argparse.ArgumentParser:
 def eval_args(namespace) -> Args:
     args = Args(**{name: getattr(namespace, name) for name in EVAL_FLAGS})
     if args.eval_samples < 1 or args.eval_problems < 1:
-        raise SystemExit("eval.py: --eval-samples and --eval-problems must be at least 1")
+        raise es_grpo.BadInput("eval.py: --eval-samples and --eval-problems must be at least 1")
     return args
 
 
@@ -217,7 +217,7 @@ def named_weights(model) -> dict[str, torch.Tensor]:
 def drift(base: dict[str, torch.Tensor], trained: dict[str, torch.Tensor]) -> dict:
     """Relative L2 distance ||theta - theta_base|| / ||theta_base||, in total and per module kind."""
     if base.keys() != trained.keys():
-        raise SystemExit("eval.py drift: the models have different parameters")
+        raise es_grpo.BadInput("eval.py drift: the models have different parameters")
     delta_sq, base_sq = {}, {}
     for name in base:
         kind = module_kind(name)
@@ -556,7 +556,7 @@ def read_metrics(run: Path) -> list[dict]:
     try:
         lines = [json.loads(line) for line in (run / "metrics.jsonl").read_text().splitlines() if line.strip()]
     except (OSError, ValueError) as err:
-        raise SystemExit(f"{run}: cannot read metrics.jsonl ({err.__class__.__name__})")
+        raise es_grpo.BadInput(f"{run}: cannot read metrics.jsonl ({err.__class__.__name__})") from None
     earlier, seconds, previous = {"sequences": 0, "tokens": 0}, 0.0, None
     for line in lines:
         if previous is not None and line["stage"] != previous["stage"]:
