@@ -1014,6 +1014,7 @@ def cmd_reproduce(argv):
                        for es, grpo in zip(es_models, grpo_models)])  # (seeds, 1)
     drift_ratio = bootstrap(lambda m: m["r"], {"r": ratios})
     sparsity = cmd_sparsity([base_model, es_models[0], "--null", null_model, *cheap,
+                             *(["--zeroed", f"0.5,{PAPER_SPARSITY}"] if quick else []),
                              "--out", str(analyses_out / "sparsity")])
     forgetting = forgetting_control(base_model, es_models, grpo_models, dataclasses.replace(
         args, eval_samples=min(samples, 64)), 5 if quick else 200, analyses_out / "forgetting")
