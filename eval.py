@@ -1083,10 +1083,12 @@ def write_report(out: Path, argv, seeds, runs, rows, curves, diversity_rows, dri
     first = next(iter(diversity_rows.values()))
     lines = [
         "# Reproduction report", "",
-        f"Command: `python eval.py reproduce {' '.join(argv)}`, {seconds / 60:.0f} min on this machine. Seeds "
+        f"Command: `python eval.py reproduce {' '.join(argv)}`, {seconds / 60:.0f} min on this machine for this "
+        "invocation (a run already finished in runs/ with the same settings is reused, not retrained: training "
+        f"times are in the Budgets table). Seeds "
         f"{seeds} (ES->GRPO: the first only; it enters no verdict); model `{config['model'] or 'tiny_model/'}`; "
         f"settings: preset `{config['preset']}` of es_grpo.py plus the flags above (and those shown in runs/*/"
-        "config.json). Evaluation: the `{config['eval_split']}` split, {config['eval_problems']} problems, "
+        f"config.json). Evaluation: the `{config['eval_split']}` split, {config['eval_problems']} problems, "
         f"{n} samples per problem at temperature {config['eval_temperature']} at each stage's end, "
         f"{config['trajectory_samples']} at the trajectory points; unbiased Pass@K from per-problem counts. "
         f"GRPO's learning rate: {config['grpo_lr']:g}"
