@@ -12,6 +12,7 @@ from safetensors.torch import load_file
 
 from conftest import ROOT
 from conftest import run_es_grpo
+from test_paths import summary_of
 
 RUN = ["--steps", "6", "--es-population", "4", "--es-prompts", "4", "--grpo-prompts", "2", "--grpo-group", "4",
        "--eval-problems", "2", "--heldout-problems", "2", "--eval-samples", "16", "--save-every", "1"]
@@ -60,10 +61,7 @@ def test_sigkill_then_resume_is_bit_identical_to_an_uninterrupted_run(reference,
     assert metrics_without_timing(killed) == metrics_without_timing(reference)  # each update exactly once
     assert [m["update"] for m in metrics_without_timing(killed)] == [1, 2, 3, 4, 5, 6]
     assert [m["update"] for m in metrics_without_timing(killed) if "eval" in m] == [2, 4, 6]
-    def summary(out):
-        return [{k: v for k, v in s.items() if k != "seconds"}
-                for s in json.loads((out / "summary.json").read_text())["stages"]]
-    assert summary(killed) == summary(reference)
+    assert summary_of(killed) == summary_of(reference)
 
 
 def test_non_finite_weights_stop_the_run_and_keep_the_last_good_checkpoint(tmp_path):
