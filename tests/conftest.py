@@ -42,6 +42,18 @@ def run_es_grpo(*argv) -> SimpleNamespace:
     return in_process(lambda args: es_grpo.run(es_grpo.parse_args(args)), *argv)
 
 
+TINY_RUN = ["--steps", "2", "--es-population", "2", "--es-prompts", "4", "--grpo-prompts", "2", "--grpo-group", "2",
+            "--eval-problems", "3", "--heldout-problems", "2", "--eval-samples", "16"]
+
+
+@pytest.fixture(scope="session")
+def finished_run(tmp_path_factory):
+    """A finished GRPO->ES run of `python es_grpo.py` with TINY_RUN and a trajectory point at update 2 (4
+    samples): its folder and result, shared by the tests that read a run (none may change it)."""
+    out = tmp_path_factory.mktemp("finished") / "run"
+    return out, run_es_grpo(*TINY_RUN, "--eval-every", "2", "--trajectory-samples", "4", "--out", str(out))
+
+
 @pytest.fixture(scope="session")
 def tiny():
     """The shipped tiny model and its tokenizer."""

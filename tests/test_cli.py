@@ -1,24 +1,14 @@
-"""The command line with tiny arguments: once by subprocess (the real script), otherwise in this process."""
+"""The command line with tiny arguments, in this process (tests/test_reliability.py runs the script itself)."""
 import json
-import subprocess
 import sys
 
 import pytest
 
-from conftest import ROOT, in_process, run_es_grpo
-
-TINY_RUN = ["--steps", "2", "--es-population", "2", "--es-prompts", "4", "--grpo-prompts", "2", "--grpo-group", "2",
-            "--eval-problems", "3", "--heldout-problems", "2", "--eval-samples", "16"]
+from conftest import ROOT, TINY_RUN, in_process, run_es_grpo
 
 
-def run_script(*argv, cwd=ROOT):
-    return subprocess.run([sys.executable, str(ROOT / "es_grpo.py"), *argv], cwd=cwd, capture_output=True, text=True,
-                          timeout=600)
-
-
-def test_end_to_end_run_writes_summary_metrics_and_loadable_checkpoints(tmp_path):
-    out = tmp_path / "run"
-    result = run_script(*TINY_RUN, "--eval-every", "2", "--trajectory-samples", "4", "--out", str(out))
+def test_end_to_end_run_writes_summary_metrics_and_loadable_checkpoints(finished_run):
+    out, result = finished_run
     assert result.returncode == 0, result.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
     assert [s["name"] for s in summary["stages"]] == ["base", "grpo", "es"]

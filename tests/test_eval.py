@@ -6,7 +6,7 @@ import pytest
 import torch
 
 import eval as analyses
-from conftest import in_process, run_es_grpo
+from conftest import in_process
 from es_grpo import js_succ
 from es_grpo import pass_at_k as es_pass_at_k
 
@@ -67,11 +67,10 @@ def test_evaluate_command_writes_a_monotone_pass_at_k_curve(tmp_path):
     assert (tmp_path / "pass_at_k.png").stat().st_size > 0 and "| tiny |" in (tmp_path / "pass_at_k.md").read_text()
 
 
-def test_weight_and_run_commands_end_to_end(tmp_path):
+def test_weight_and_run_commands_end_to_end(tmp_path, finished_run):
     import es_grpo
-    from test_cli import TINY_RUN
-    run = tmp_path / "run"
-    assert run_es_grpo(*TINY_RUN, "--out", str(run)).returncode == 0
+    run, result = finished_run
+    assert result.returncode == 0, result.stderr[-2000:]
     model, tokenizer = es_grpo.load_model("")  # a "trained" model that surely moved: one ES perturbation
     params = list(model.parameters())
     es_grpo.set_weights(params, [p.detach().float().clone() for p in params], seed=1, sigma=2e-3)
@@ -204,7 +203,7 @@ def test_diversity_statistics_on_hand_built_success_counts():
 
 
 def test_a_run_path_spans_both_stages_and_finished_runs_are_reused(tmp_path):
-    from test_cli import TINY_RUN
+    from conftest import TINY_RUN
     out = tmp_path / "run"
     flags = [*TINY_RUN, "--steps", "4", "--eval-every", "1", "--trajectory-samples", "4", "--save-every", "1"]
     summary = analyses.train_run(out, flags)

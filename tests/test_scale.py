@@ -26,11 +26,18 @@ RUN = ["--steps", "3", "--es-population", "5", "--es-prompts", "4", "--grpo-prom
 ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1"}  # what torchrun gives each rank; thread count changes float sums
 
 
-def torchrun(script, *argv, env=ONE_THREAD, timeout=300):
-    tick = time.time()
-    result = subprocess.run([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                             str(script), *argv], cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
-    return result, time.time() - tick
+def launch(jobs: list[dict], env=ONE_THREAD) -> subprocess.Popen:
+    """tests/dist_jobs.py on two gloo ranks: the jobs (argv, and a fault or a stand-in engine) run one after the
+    other in one launch."""
+    return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                             str(ROOT / "tests" / "dist_jobs.py")], cwd=ROOT, env={**env, "JOBS": json.dumps(jobs)},
+                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+
+
+def finish(process: subprocess.Popen, started: float, timeout=300):
+    """(returncode, stdout, stderr) as a namespace, and the seconds since started."""
+    stdout, stderr = process.communicate(timeout=timeout)
+    return SimpleNamespace(returncode=process.returncode, stdout=stdout, stderr=stderr), time.time() - started
 
 
 def single(*argv):
@@ -43,24 +50,59 @@ def single(*argv):
         torch.set_num_threads(threads)
 
 
+SHARDED = ["--algo", "grpo", "--grpo-fsdp", "--save-every", "1"]  # GRPO with FSDP, a checkpoint every update
+ENGINE_RUN = ["--algo", "es", "--steps", "1", "--es-population", "2", "--es-prompts", "4", "--eval-problems", "1",
+              "--heldout-problems", "1", "--eval-samples", "16", "--rollout-batch", "16"]  # 1 evaluation chunk
+
+
+@pytest.fixture(scope="module")
+def faulty_jobs(tmp_path_factory):
+    """Jobs that must fail, launched at once since they mostly wait: a rank that dies and one that hangs at
+    update 2 of ES, one that raises at update 2 of sharded GRPO, and the stand-in engine created on first use
+    (the control of the engine test). Each: (result, seconds, run folder)."""
+    root = tmp_path_factory.mktemp("faults")
+    es = ["--algo", "es", "--steps", "4", "--save-every", "1", "--eval-problems", "1", "--heldout-problems", "1",
+          "--eval-samples", "16"]  # the base evaluation, small: only the updates matter here
+    jobs = {"die": {"fault": "die", "argv": [*es, "--dist-timeout", "10"]},
+            "hang": {"fault": "hang", "argv": [*es, "--dist-timeout", "6"]},  # waits the timeout out
+            "raise": {"fault": "raise", "step": "grpo", "argv": [*SHARDED, "--dist-timeout", "10"]}}
+    launched = {}
+    for name, job in jobs.items():
+        job["argv"] = [*RUN, *job["argv"], "--out", str(root / name)]
+        launched[name] = launch([{**job, "at": 2}]), time.time()
+    launched["first_use"] = launch([{"engine": "first_use", "argv": [*ENGINE_RUN, "--out", str(root / "first_use")]}],
+                                   {**ONE_THREAD, "ENGINE_TIMEOUT": "3"}), time.time()
+    return {name: (*finish(*started), root / name) for name, started in launched.items()}
+
+
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
     """shared(ranks, *flags): the folder and result of a run of scale/train.py with RUN and flags on one process
-    (in this one) or two ranks, made once for all the tests that compare against it."""
+    (in this one) or two ranks. Every two-rank run is made at once, in one launch: ES, GRPO with DDP and with
+    FSDP, ES with ranks made to diverge, and ES through a stand-in engine that Torchrun starts (the last job,
+    which destroys the process group)."""
     root, made = tmp_path_factory.mktemp("shared"), {}
+    two_rank = [("--algo", "es"), ("--algo", "grpo"), tuple(SHARDED), ("--algo", "es", "diverge"),
+                ("engine", *ENGINE_RUN)]
+    name_of = {flags: "2-" + "-".join(flags).replace("--", "") for flags in two_rank}
+    jobs = [{"engine": "start", "argv": [*flags[1:], "--out", str(root / name_of[flags])]} if flags[0] == "engine"
+            else {"fault": "diverge", "at": 1, "argv": [*RUN, *flags[:-1], "--out", str(root / name_of[flags])]}
+            if flags[-1] == "diverge" else {"argv": [*RUN, *flags, "--out", str(root / name_of[flags])]}
+            for flags in two_rank]
+    result, seconds = finish(launch(jobs), time.time())
+    print(f"{len(jobs)} two-rank runs in one launch: {seconds:.1f}s")
+    parts = result.stdout.split("job ")
+    for number, flags in enumerate(two_rank):
+        said = next(part for part in parts if part.startswith(f"{number}: begins"))
+        made[name_of[flags]] = SimpleNamespace(returncode=result.returncode, stdout=said, stderr=result.stderr)
 
     def run(ranks: int, *flags):
-        name = f"{ranks}-" + "-".join(flags).replace("--", "")
+        name = (f"{ranks}-" + "-".join(flags).replace("--", "")) if ranks == 1 else name_of[flags]
         if name not in made:
-            out = ["--out", str(root / name)]
-            made[name] = (single(*RUN, *flags, *out) if ranks == 1 else
-                          torchrun(ROOT / "scale" / "train.py", *RUN, *flags, *out)[0])
+            made[name] = single(*RUN, *flags, "--out", str(root / name))
         assert made[name].returncode == 0, made[name].stderr[-2000:]
         return root / name, made[name]
     return run
-
-
-SHARDED = ["--algo", "grpo", "--grpo-fsdp", "--save-every", "1"]  # GRPO with FSDP, a checkpoint every update
 
 
 def weights_and_metrics(run, algo):
@@ -104,47 +146,26 @@ def test_grpo_on_two_ranks_matches_one_process_within_1e_5(shared, parallel):
     assert ("grpo: FSDP over 2 ranks, this rank holds 5" in two.stdout) == (parallel == "fsdp")  # 50-51%: sharded
 
 
-def test_sharded_grpo_stopped_by_a_fault_resumes_to_the_uninterrupted_weights(tmp_path, shared):
+def test_sharded_grpo_stopped_by_a_fault_resumes_to_the_uninterrupted_weights(faulty_jobs, shared):
     whole_folder, _ = shared(2, *SHARDED)
-    failed, seconds = torchrun(ROOT / "tests" / "dist_fault.py", *RUN, *SHARDED, "--dist-timeout", "10",
-                               "--out", str(tmp_path / "failed"),  # rank 1 raises at update 2
-                               env={**ONE_THREAD, "STEP": "grpo", "FAULT": "raise", "FAULT_AT": "2"})
+    failed, seconds, folder = faulty_jobs["raise"]
     print(f"raise: exit {failed.returncode} after {seconds:.1f}s")  # a rank that raises ends every rank, in time
-    assert failed.returncode != 0 and seconds < 120 and not (tmp_path / "failed" / "summary.json").exists()
-    checkpoint = torch.load(tmp_path / "failed" / "checkpoint.pt", weights_only=False)["stage_state"]
+    assert failed.returncode != 0 and seconds < 120 and not (folder / "summary.json").exists()
+    assert "RuntimeError: injected fault" in failed.stderr
+    checkpoint = torch.load(folder / "checkpoint.pt", weights_only=False)["stage_state"]
     assert checkpoint["update"] == 1
     a, metrics_a = weights_and_metrics(whole_folder, "grpo")
     state = checkpoint["optimizer"]["state"]  # AdamW's moments made whole, keyed by parameter name
     assert state and all(state[k]["exp_avg"].shape == a[k].shape for k in state)
-    refused = run_es_grpo("--resume", str(tmp_path / "failed"))  # es_grpo.py keeps GRPO state by index
+    refused = run_es_grpo("--resume", str(folder))  # es_grpo.py keeps GRPO state by index
     assert refused.returncode == 2 and "resume it with scale/train.py" in refused.stderr.splitlines()[-1]
-    resumed, _ = torchrun(ROOT / "tests" / "dist_fault.py", "--resume", str(tmp_path / "failed"),
-                          env={**ONE_THREAD, "FAULT": "none", "FAULT_AT": "0"})
+    resumed, _ = finish(launch([{"argv": ["--resume", str(folder)]}]), time.time())
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "grpo: FSDP over 2 ranks" in resumed.stdout  # --grpo-fsdp restored from the run folder's config.json
     for rank in (0, 1):  # measured: with the FSDP modules of a tiny run still alive, 5 of 20 gloo exits aborted
-        assert f"rank {rank}: 0 FSDP modules alive when the process group is destroyed" in resumed.stdout
-    b, metrics_b = weights_and_metrics(tmp_path / "failed", "grpo")
+        assert f"rank {rank}: process group destroyed, 0 FSDP modules alive" in resumed.stdout
+    b, metrics_b = weights_and_metrics(folder, "grpo")
     assert all(torch.equal(a[k], b[k]) for k in a) and metrics_a == metrics_b
-
-
-@pytest.fixture(scope="module")
-def faulty_jobs(tmp_path_factory):
-    """A rank that dies and a rank that hangs, at update 2 of ES: both jobs launched at once, since the hung one
-    mostly waits (a rank that raises: the sharded GRPO fault test)."""
-    root, jobs = tmp_path_factory.mktemp("faults"), {}
-    for fault in ("die", "hang"):
-        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                   str(ROOT / "tests" / "dist_fault.py"), *RUN, "--algo", "es", "--steps", "4", "--save-every", "1",
-                   "--dist-timeout", "10" if fault == "die" else "6", "--out", str(root / fault)]  # hang: waits it out
-        jobs[fault] = (subprocess.Popen(command, cwd=ROOT, env={**ONE_THREAD, "FAULT": fault, "FAULT_AT": "2"},
-                                        stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True), time.time())
-    done = {}
-    for fault, (process, started) in jobs.items():
-        stdout, stderr = process.communicate(timeout=300)
-        done[fault] = (SimpleNamespace(returncode=process.returncode, stdout=stdout, stderr=stderr),
-                       time.time() - started, root / fault)
-    return done
 
 
 @pytest.mark.parametrize("fault", ["die", "hang"])
@@ -158,11 +179,12 @@ def test_a_rank_that_fails_makes_every_rank_exit_nonzero_in_bounded_time(faulty_
     assert checkpoint["stage_state"]["update"] == 1
 
 
-def test_ranks_with_different_weights_are_stopped_with_a_clear_error(tmp_path):
-    result, _ = torchrun(ROOT / "tests" / "dist_fault.py", *RUN, "--algo", "es", "--out", str(tmp_path / "run"),
-                         env={**ONE_THREAD, "FAULT": "diverge", "FAULT_AT": "1"})
-    assert result.returncode != 0
-    assert "update 1 (es): ranks hold different weights (tensor 0 differs first)" in result.stderr
+def test_ranks_with_different_weights_are_stopped_with_a_clear_error(shared):
+    folder, result = shared(2, "--algo", "es", "diverge")  # rank 1's weights nudged after update 1
+    for rank in (0, 1):  # both stop at the same check (the launch's next job then starts)
+        assert (f"rank {rank}: job 3: update 1 (es): ranks hold different weights (tensor 0 differs first); "
+                "stopped") in result.stderr
+    assert not (folder / "summary.json").exists()
 
 
 # --------------------------------------------------------------------------- the vLLM backend without vLLM
@@ -295,25 +317,19 @@ def test_the_engine_gets_the_weights_of_each_grpo_step(fresh_tiny):
     assert all(torch.equal(a, b) for a, b in zip(engine.model.parameters(), model.parameters()))
 
 
-@pytest.mark.parametrize("engine_at", ["start", "first_use"])
-def test_the_engine_is_created_on_every_rank_before_any_generation(tmp_path, engine_at):
+def test_the_engine_is_created_on_every_rank_before_any_generation(shared, faulty_jobs):
     """One evaluation chunk for two ranks: rank 1 has nothing to generate in the base evaluation. Started by
     Torchrun on every rank, the engine (its creation a collective) is ready; created on first use (the
     control), rank 0 waits in the creation while rank 1 moves on, and the job fails at the timeout."""
-    flags = ["--algo", "es", "--steps", "1", "--es-population", "2", "--es-prompts", "4", "--eval-problems", "1",
-             "--heldout-problems", "1", "--eval-samples", "16", "--rollout-batch", "16"]
-    result, seconds = torchrun(ROOT / "tests" / "dist_engine.py", *flags, "--out", str(tmp_path / "run"),
-                               env={**ONE_THREAD, "ENGINE_AT": engine_at,
-                                    "TIMEOUT": "5" if engine_at == "start" else "3"})  # the control waits it out
-    print(f"engine created at {engine_at}: exit {result.returncode} after {seconds:.1f}s")
-    if engine_at == "start":
-        assert result.returncode == 0, result.stderr[-2000:]
-        for rank in (0, 1):
-            said = [line for line in result.stdout.splitlines() if line.startswith(f"rank {rank}:")]
-            assert said == [f"rank {rank}: engine shut down", f"rank {rank}: process group destroyed",
-                            f"rank {rank}: 1 engine created"]  # created once; shut down before the group goes
-    else:
-        assert result.returncode != 0 and not (tmp_path / "run" / "summary.json").exists()
+    folder, result = shared(2, "engine", *ENGINE_RUN)
+    assert (folder / "summary.json").exists()
+    for rank in (0, 1):  # the last job of the launch: it destroys the process group
+        said = [line for line in result.stdout.splitlines() if line.startswith(f"rank {rank}:")]
+        assert said == [f"rank {rank}: engine shut down", f"rank {rank}: process group destroyed, 0 FSDP modules alive",
+                        f"rank {rank}: 1 engine created"]  # created once; shut down before the group goes
+    control, seconds, folder = faulty_jobs["first_use"]
+    print(f"engine created on first use: exit {control.returncode} after {seconds:.1f}s")
+    assert control.returncode != 0 and not (folder / "summary.json").exists()
 
 
 def test_one_process_gets_what_the_external_launcher_reads(monkeypatch):
