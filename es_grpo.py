@@ -839,11 +839,17 @@ def train_stage(run: Context, name: str, updates: int, offset: int, metrics, res
     """Run one stage (es or grpo) for `updates` updates, from `resume` (its checkpoint) if given; append a
     metrics line per update and call save(state) every args.save_every updates and at the end."""
     args, model, ranks, params = run.args, run.model, run.ranks, list(run.model.parameters())
+    checked = params  # what must stay finite and agree across processes
     if name == "es":  # what ES keeps between updates: the fp32 master weights (departure 4)
-        master = resume["master"] if resume else master_weights(params)
-        prompts, state = args.es_prompts, lambda: {"master": master}
+        checked = master = resume["master"] if resume else master_weights(params)
+        # the weights members are built in: the model's own, or an engine's (scale/vllm_rollout.py: es_weights)
+        members = run.generate.es_weights(model) if hasattr(run.generate, "es_weights") else params
+        prompts = args.es_prompts
+        def state():  # the model takes the master's values before it is saved (an engine's members skip it)
+            set_weights(params, master)
+            return {"master": master}
         def step(problems, seed):
-            return es_step(model, params, master, run.tokenizer, problems, args, seed, run.generate, ranks)
+            return es_step(model, members, master, run.tokenizer, problems, args, seed, run.generate, ranks)
     else:  # GRPO's: AdamW's state and the frozen starting model of the KL term
         reference = copy.deepcopy(model).eval().requires_grad_(False) if args.grpo_beta else None
         trainer = ranks.grpo_trainer(model, reference)
@@ -863,10 +869,10 @@ def train_stage(run: Context, name: str, updates: int, offset: int, metrics, res
                        disable=not ranks.is_main):
         tick, number = time.time(), offset + update + 1
         stats = step(rng.sample(run.train, min(prompts, len(run.train))), args.seed * 1_000_003 + number - 1)
-        if not (math.isfinite(stats.get("loss", 0.0)) and all(torch.isfinite(p).all() for p in params)):
+        if not (math.isfinite(stats.get("loss", 0.0)) and all(torch.isfinite(p).all() for p in checked)):
             raise SystemExit(f"update {number} ({name}): non-finite loss or weights; stopped, the last good "
                              f"checkpoint is kept in {args.out}")
-        ranks.after_update(params, stage=name, update=number, last=update + 1 == updates)
+        ranks.after_update(checked, stage=name, update=number, last=update + 1 == updates)
         seconds = time.time() - tick
         totals = {"sequences": totals["sequences"] + stats["sequences"],
                   "tokens": totals["tokens"] + stats["tokens"], "seconds": totals["seconds"] + seconds}

@@ -1,10 +1,10 @@
 """Rollouts through vLLM: one engine per torchrun rank, in the rank's own process, fed the trainer's weights.
 
 VLLMRollout fills es_grpo.rollout's contract, so es_step, grpo_step and evaluate run on it unchanged. Before
-each generation it loads the trainer model's current weights into the engine by their transformers names;
-vLLM's own load_weights maps them onto its fused qkv / gate-up tensors (and tensor-parallel shards). So an
-ES member's perturbation reaches the engine as master + sigma * eps, the restore as master itself (exact),
-and a GRPO optimizer step before the next rollout.
+a generation it loads the trainer model's weights into the engine by their transformers names when any
+changed (a GRPO optimizer step); vLLM's own load_weights maps them onto its fused qkv / gate-up tensors (and
+tensor-parallel shards). ES runs inside the engine (es_weights): each member's weights master + sigma * eps
+are built there tensor by tensor from its seed, exactly as es_grpo.set_weights builds them in the trainer.
 
 Only `VLLMRollout.launch` imports vLLM; the rest is tested on plain torch models (tests/test_scale.py).
 """
@@ -31,6 +31,23 @@ class WeightSync:
 
     def es_grpo_checksum(self) -> float:
         return float(sum(p.double().sum() for p in self.get_model().parameters()))
+
+    def es_grpo_device(self) -> torch.device:
+        return next(self.get_model().parameters()).device
+
+
+class EngineWeight:
+    """One of the trainer's parameters as the engine holds it, for ES inside the engine: es_grpo.set_weights and
+    es_update read its shape and device (so eps is drawn on the engine's GPU, as the transformers path draws it
+    on the trainer's) and write it with copy_, which loads the value into the engine by its transformers name
+    (vLLM's load_weights puts it into its fused qkv_proj / gate_up_proj slice). The trainer's own copy of the
+    weights is never touched, so it can stay in host memory."""
+
+    def __init__(self, backend: VLLMRollout, name: str, param: torch.Tensor, device: torch.device):
+        self.backend, self.name, self.shape, self.device = backend, name, param.shape, device
+
+    def copy_(self, value: torch.Tensor):  # fp32: the engine rounds it to its dtype once, as param.copy_ would
+        self.backend.load([(self.name, value.to(self.device))])
 
 
 def one_process_environment():
@@ -71,7 +88,7 @@ class VLLMRollout:
     def __init__(self, make_engine, sampling_params, close_engine=None):
         self.make_engine, self.sampling_params, self.close_engine, self.engine = (make_engine, sampling_params,
                                                                                   close_engine, None)
-        self.synced = None  # the weights' identity when last loaded into the engine
+        self.synced, self.stale_cache = None, False  # the model's weights' identity when last loaded
 
     def start(self):
         self.engine = self.engine or self.make_engine()
@@ -108,16 +125,28 @@ class VLLMRollout:
         one_process_environment()
         return cls(make_engine, SamplingParams, close_engine)
 
+    def load(self, named: list[tuple[str, torch.Tensor]]):
+        self.engine.collective_rpc("es_grpo_load_weights", args=(named,))
+        self.stale_cache = True  # prompt KV cached under the old weights: reset before the next generation
+
     def sync(self, model):
         """The engine's weights <- the model's: every tensor, by its transformers name; nothing when no weight
-        changed since the last load (evaluation chunks). A tensor's version counter moves with every in-place
-        change (an optimizer step, an ES perturbation or restore, a loaded state), so none is missed."""
+        changed since the last load (evaluation chunks, ES inside the engine). A tensor's version counter moves
+        with every in-place change (an optimizer step, a loaded state), so none is missed."""
         identity = [(p.data_ptr(), p._version) for p in model.parameters()]
-        if identity == self.synced:
-            return
-        self.engine.collective_rpc("es_grpo_load_weights", args=(list(model.named_parameters()),))
-        self.engine.reset_prefix_cache()  # prompt KV cached under the old weights is stale
-        self.synced = identity
+        if identity != self.synced:
+            self.load(list(model.named_parameters()))
+            self.synced = identity
+
+    def es_weights(self, model) -> list[EngineWeight]:
+        """ES inside the engine (es_grpo.train_stage asks for this): one EngineWeight per parameter of the
+        model, in its order. A member is built in the engine from the fp32 master and its seed, per tensor
+        (master + sigma * eps, eps drawn on the engine's device), restored from the master, and updated there:
+        only weights the model does not have. The model itself follows the master when a checkpoint is saved."""
+        self.start()
+        self.sync(model)  # from here the model is unchanged until the stage saves, so no sync reloads it
+        device = self.engine.collective_rpc("es_grpo_device")[0]
+        return [EngineWeight(self, name, param, device) for name, param in model.named_parameters()]
 
     @torch.no_grad()
     def __call__(self, model, tokenizer, prompts: list[str], *, temperature: float = 0.0, top_p: float = 1.0,
@@ -127,6 +156,9 @@ class VLLMRollout:
         row in the whole batch, so a rank's share samples as it would in one process."""
         self.start()  # a no-op after Torchrun.start; a process without torchrun creates the engine here
         self.sync(model)
+        if self.stale_cache:
+            self.engine.reset_prefix_cache()
+            self.stale_cache = False
         ids = tokenizer(prompts, add_special_tokens=tokenizer.chat_template is None)["input_ids"]
         stops = eos_ids(model, tokenizer)  # the tokenizer's EOS and generation_config's (end of turn)
         params = [self.sampling_params(temperature=temperature, top_p=top_p, max_tokens=max_new_tokens,

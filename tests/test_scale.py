@@ -4,9 +4,12 @@ import copy
 import dataclasses
 import json
 import os
+import shutil
 import subprocess
 import sys
+import threading
 import time
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
@@ -26,18 +29,40 @@ RUN = ["--steps", "3", "--es-population", "5", "--es-prompts", "4", "--grpo-prom
 ONE_THREAD = {**os.environ, "OMP_NUM_THREADS": "1"}  # what torchrun gives each rank; thread count changes float sums
 
 
-def launch(jobs: list[dict], env=ONE_THREAD) -> subprocess.Popen:
-    """tests/dist_jobs.py on two gloo ranks: the jobs (argv, and a fault or a stand-in engine) run one after the
-    other in one launch."""
-    return subprocess.Popen([sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
-                             str(ROOT / "tests" / "dist_jobs.py")], cwd=ROOT, env={**env, "JOBS": json.dumps(jobs)},
-                            stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+class Launch(threading.Thread):
+    """tests/dist_jobs.py on two gloo ranks, its jobs (argv, and a fault or a stand-in engine) run one after the
+    other in one launch, in the background: result() waits for it and gives (returncode, stdout and stderr as a
+    namespace, seconds it ran)."""
 
+    def __init__(self, jobs: list[dict], env=ONE_THREAD, then: tuple[Path, Path, list[dict]] | None = None):
+        """then: (folder, copy, jobs) launched when these end, on a copy of a folder the first launch wrote."""
+        super().__init__(daemon=True)
+        self.jobs, self.env, self.then, self.outcome, self.then_outcome = jobs, env, then, None, None
+        self.start()
 
-def finish(process: subprocess.Popen, started: float, timeout=300):
-    """(returncode, stdout, stderr) as a namespace, and the seconds since started."""
-    stdout, stderr = process.communicate(timeout=timeout)
-    return SimpleNamespace(returncode=process.returncode, stdout=stdout, stderr=stderr), time.time() - started
+    @staticmethod
+    def launch(jobs: list[dict], env: dict):
+        command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
+                   str(ROOT / "tests" / "dist_jobs.py")]
+        started = time.time()
+        try:
+            done = subprocess.run(command, cwd=ROOT, env={**env, "JOBS": json.dumps(jobs)}, capture_output=True,
+                                  text=True, timeout=300)
+            said = SimpleNamespace(returncode=done.returncode, stdout=done.stdout, stderr=done.stderr)
+        except subprocess.TimeoutExpired as expired:
+            said = SimpleNamespace(returncode=None, stdout=str(expired.stdout), stderr="timed out after 300 s")
+        return said, time.time() - started
+
+    def run(self):
+        self.outcome = self.launch(self.jobs, self.env)
+        if self.then:
+            folder, copy_to, jobs = self.then
+            shutil.copytree(folder, copy_to)
+            self.then_outcome = self.launch(jobs, self.env)
+
+    def result(self):
+        self.join()
+        return self.outcome
 
 
 def single(*argv):
@@ -51,53 +76,67 @@ def single(*argv):
 
 
 SHARDED = ["--algo", "grpo", "--grpo-fsdp", "--save-every", "1"]  # GRPO with FSDP, a checkpoint every update
-ENGINE_RUN = ["--algo", "es", "--steps", "1", "--es-population", "2", "--es-prompts", "4", "--eval-problems", "1",
+ENGINE_RUN = ["--algo", "es", "--steps", "2", "--es-population", "4", "--es-prompts", "4", "--eval-problems", "1",
               "--heldout-problems", "1", "--eval-samples", "16", "--rollout-batch", "16"]  # 1 evaluation chunk
+TWO_RANK = [("--algo", "es"), ("--algo", "grpo"), tuple(SHARDED), ("--algo", "es", "diverge"), ("engine", *ENGINE_RUN)]
+BACKGROUND: dict = {}  # the launches, started as the session begins (conftest.py) or by the first test to need them
+
+
+def start_background(root: Path):
+    """Every two-rank launch of this file, started at once: they take about a minute, much of it on the core
+    that the in-process tests leave idle, and the failing jobs mostly wait for their timeouts.
+    - failing jobs, one launch each: a rank that dies and one that hangs at update 2 of ES, one that raises
+      at update 2 of sharded GRPO, and the stand-in engine created on first use (the engine test's control);
+    - every other two-rank run in one launch: ES, GRPO with DDP and with FSDP, ES with ranks made to diverge,
+      and ES inside a stand-in engine that Torchrun starts (the last job: it destroys the process group)."""
+    if BACKGROUND:
+        return
+    es = ["--algo", "es", "--steps", "4", "--save-every", "1", "--eval-problems", "1", "--heldout-problems", "1",
+          "--eval-samples", "16"]  # the base evaluation, small: only the updates matter here
+    faults = {"die": {"fault": "die", "argv": [*es, "--dist-timeout", "10"]},
+              "hang": {"fault": "hang", "argv": [*es, "--dist-timeout", "6"]},  # waits the timeout out
+              "raise": {"fault": "raise", "step": "grpo", "argv": [*SHARDED, "--dist-timeout", "10"]}}
+    for name, job in faults.items():  # the raised run, copied, is resumed to its end
+        job["argv"] = [*RUN, *job["argv"], "--out", str(root / name)]
+        resume = (root / name, root / "resumed", [{"argv": ["--resume", str(root / "resumed")]}])
+        BACKGROUND[name] = Launch([{**job, "at": 2}], then=resume if name == "raise" else None), root / name
+    first_use = {"engine": "first_use", "argv": [*ENGINE_RUN, "--out", str(root / "first_use")]}
+    BACKGROUND["first_use"] = Launch([first_use], {**ONE_THREAD, "ENGINE_TIMEOUT": "3"}), root / "first_use"
+    jobs = [{"engine": "start", "argv": [*flags[1:], "--out", str(root / two_rank_name(flags))]}
+            if flags[0] == "engine" else
+            {"fault": "diverge", "at": 1, "argv": [*RUN, *flags[:-1], "--out", str(root / two_rank_name(flags))]}
+            if flags[-1] == "diverge" else {"argv": [*RUN, *flags, "--out", str(root / two_rank_name(flags))]}
+            for flags in TWO_RANK]
+    BACKGROUND["two_rank"] = Launch(jobs), root
+
+
+def two_rank_name(flags) -> str:
+    return "2-" + "-".join(flags).replace("--", "")
 
 
 @pytest.fixture(scope="module")
 def faulty_jobs(tmp_path_factory):
-    """Jobs that must fail, launched at once since they mostly wait: a rank that dies and one that hangs at
-    update 2 of ES, one that raises at update 2 of sharded GRPO, and the stand-in engine created on first use
-    (the control of the engine test). Each: (result, seconds, run folder)."""
-    root = tmp_path_factory.mktemp("faults")
-    es = ["--algo", "es", "--steps", "4", "--save-every", "1", "--eval-problems", "1", "--heldout-problems", "1",
-          "--eval-samples", "16"]  # the base evaluation, small: only the updates matter here
-    jobs = {"die": {"fault": "die", "argv": [*es, "--dist-timeout", "10"]},
-            "hang": {"fault": "hang", "argv": [*es, "--dist-timeout", "6"]},  # waits the timeout out
-            "raise": {"fault": "raise", "step": "grpo", "argv": [*SHARDED, "--dist-timeout", "10"]}}
-    launched = {}
-    for name, job in jobs.items():
-        job["argv"] = [*RUN, *job["argv"], "--out", str(root / name)]
-        launched[name] = launch([{**job, "at": 2}]), time.time()
-    launched["first_use"] = launch([{"engine": "first_use", "argv": [*ENGINE_RUN, "--out", str(root / "first_use")]}],
-                                   {**ONE_THREAD, "ENGINE_TIMEOUT": "3"}), time.time()
-    return {name: (*finish(*started), root / name) for name, started in launched.items()}
+    """The failing jobs (start_background): name -> (result, seconds, run folder)."""
+    start_background(tmp_path_factory.mktemp("background"))
+    return {name: (*BACKGROUND[name][0].result(), BACKGROUND[name][1])
+            for name in ("die", "hang", "raise", "first_use")}
 
 
 @pytest.fixture(scope="module")
 def shared(tmp_path_factory):
     """shared(ranks, *flags): the folder and result of a run of scale/train.py with RUN and flags on one process
-    (in this one) or two ranks. Every two-rank run is made at once, in one launch: ES, GRPO with DDP and with
-    FSDP, ES with ranks made to diverge, and ES through a stand-in engine that Torchrun starts (the last job,
-    which destroys the process group)."""
-    root, made = tmp_path_factory.mktemp("shared"), {}
-    two_rank = [("--algo", "es"), ("--algo", "grpo"), tuple(SHARDED), ("--algo", "es", "diverge"),
-                ("engine", *ENGINE_RUN)]
-    name_of = {flags: "2-" + "-".join(flags).replace("--", "") for flags in two_rank}
-    jobs = [{"engine": "start", "argv": [*flags[1:], "--out", str(root / name_of[flags])]} if flags[0] == "engine"
-            else {"fault": "diverge", "at": 1, "argv": [*RUN, *flags[:-1], "--out", str(root / name_of[flags])]}
-            if flags[-1] == "diverge" else {"argv": [*RUN, *flags, "--out", str(root / name_of[flags])]}
-            for flags in two_rank]
-    result, seconds = finish(launch(jobs), time.time())
-    print(f"{len(jobs)} two-rank runs in one launch: {seconds:.1f}s")
-    parts = result.stdout.split("job ")
-    for number, flags in enumerate(two_rank):
-        said = next(part for part in parts if part.startswith(f"{number}: begins"))
-        made[name_of[flags]] = SimpleNamespace(returncode=result.returncode, stdout=said, stderr=result.stderr)
+    (in this one) or two ranks (the launch of start_background)."""
+    start_background(tmp_path_factory.mktemp("background"))
+    launched, root = BACKGROUND["two_rank"]
+    result, seconds = launched.result()
+    print(f"{len(TWO_RANK)} two-rank runs in one launch: {seconds:.1f}s")
+    parts, made = result.stdout.split("job "), {}
+    for number, flags in enumerate(TWO_RANK):
+        said = next((part for part in parts if part.startswith(f"{number}: begins")), "")
+        made[two_rank_name(flags)] = SimpleNamespace(returncode=result.returncode, stdout=said, stderr=result.stderr)
 
     def run(ranks: int, *flags):
-        name = (f"{ranks}-" + "-".join(flags).replace("--", "")) if ranks == 1 else name_of[flags]
+        name = (f"{ranks}-" + "-".join(flags).replace("--", "")) if ranks == 1 else two_rank_name(flags)
         if name not in made:
             made[name] = single(*RUN, *flags, "--out", str(root / name))
         assert made[name].returncode == 0, made[name].stderr[-2000:]
@@ -159,7 +198,8 @@ def test_sharded_grpo_stopped_by_a_fault_resumes_to_the_uninterrupted_weights(fa
     assert state and all(state[k]["exp_avg"].shape == a[k].shape for k in state)
     refused = run_es_grpo("--resume", str(folder))  # es_grpo.py keeps GRPO state by index
     assert refused.returncode == 2 and "resume it with scale/train.py" in refused.stderr.splitlines()[-1]
-    resumed, _ = finish(launch([{"argv": ["--resume", str(folder)]}]), time.time())
+    resumed, _ = BACKGROUND["raise"][0].then_outcome  # a copy of the failed run folder, resumed
+    folder = folder.parent / "resumed"
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "grpo: FSDP over 2 ranks" in resumed.stdout  # --grpo-fsdp restored from the run folder's config.json
     for rank in (0, 1):  # measured: with the FSDP modules of a tiny run still alive, 5 of 20 gloo exits aborted
@@ -190,25 +230,50 @@ def test_ranks_with_different_weights_are_stopped_with_a_clear_error(shared):
 # --------------------------------------------------------------------------- the vLLM backend without vLLM
 
 
+FUSED = {".q_proj.": ".qkv_proj.", ".k_proj.": ".qkv_proj.", ".v_proj.": ".qkv_proj.",
+         ".gate_proj.": ".gate_up_proj.", ".up_proj.": ".gate_up_proj."}  # vLLM 0.33.0 llama.py: hf_to_vllm_mapper
+
+
 class FakeEngine:
-    """Stands in for vllm.LLM: its own copy of the model, weights loaded by name through WeightSync, decoding
-    with es_grpo.rollout."""
+    """Stands in for vllm.LLM where bugs hide. It holds the weights as vLLM holds a Llama's (vllm/model_executor/
+    models/llama.py): q, k and v fused into one qkv_proj tensor, gate and up into gate_up_proj, and a tied LM
+    head not loaded by name (vLLM skips the alias). load_weights takes transformers names, one or many, and
+    writes each into its slice of the fused tensor; a name it does not know is an error. It decodes with a
+    transformers copy rebuilt from the fused tensors before each generation."""
 
     def __init__(self, model, tokenizer):
-        self.model, self.tokenizer, self.generated_with = copy.deepcopy(model), tokenizer, []
+        self.model, self.tokenizer, self.generated_with, self.loads = copy.deepcopy(model), tokenizer, [], 0
+        self.slices, self.fused, parts = {}, {}, {}  # transformers name -> (vLLM name, rows); vLLM tensors
+        for name, param in model.named_parameters():
+            fused = next((name.replace(hf, vllm) for hf, vllm in FUSED.items() if hf in name), name)
+            parts.setdefault(fused, []).append((name, param.detach().clone()))
+        for fused, named in parts.items():
+            self.fused[fused] = torch.cat([tensor for _, tensor in named])
+            start = 0
+            for name, tensor in named:
+                self.slices[name] = (fused, slice(start, start + len(tensor)))
+                start += len(tensor)
+        self.tied = model.config.tie_word_embeddings
         engine = self
 
         class Worker(WeightSync):
             def get_model(self):
-                return SimpleNamespace(load_weights=engine.load_weights, parameters=engine.model.parameters)
+                return SimpleNamespace(load_weights=engine.load_weights, parameters=lambda: iter(engine.fused.values()))
 
         self.worker = Worker()
 
     def load_weights(self, weights):
-        self.loads = getattr(self, "loads", 0) + 1
-        own = dict(self.model.named_parameters())
+        self.loads += 1
         for name, tensor in weights:
-            own[name].data.copy_(tensor)
+            if name == "lm_head.weight" and self.tied:
+                continue
+            if name not in self.slices:
+                raise ValueError(f"There is no module or parameter named {name!r}")
+            fused, rows = self.slices[name]
+            self.fused[fused][rows].copy_(tensor)
+
+    def transformers_weights(self) -> dict[str, torch.Tensor]:
+        return {name: self.fused[fused][rows] for name, (fused, rows) in self.slices.items()}
 
     def collective_rpc(self, method, args=()):
         return [getattr(self.worker, method)(*args)]
@@ -223,7 +288,10 @@ class FakeEngine:
         stop_token_ids, which stays in its token_ids (vllm/v1/core/sched/utils.py: check_stop)."""
         assert all(prompt.keys() == {"prompt_token_ids"} for prompt in prompts)
         assert len({p.seed for p in params}) == len(params)  # one seed per request, each its own
-        self.generated_with.append(self.worker.es_grpo_checksum())
+        own = dict(self.model.named_parameters())
+        for name, tensor in self.transformers_weights().items():
+            own[name].data.copy_(tensor)
+        self.generated_with.append({name: tensor.clone() for name, tensor in self.transformers_weights().items()})
         outputs = []
         for prompt, p in zip(prompts, params):
             ids, generator = list(prompt["prompt_token_ids"]), torch.Generator().manual_seed(p.seed)
@@ -234,6 +302,24 @@ class FakeEngine:
                 completion.append(int(es_grpo.sample_tokens(logits, p.temperature, p.top_p, uniform)[0]))
             outputs.append(SimpleNamespace(outputs=[SimpleNamespace(token_ids=completion)]))
         return outputs
+
+
+def same_weights(engine: FakeEngine, model) -> bool:
+    return all(torch.equal(engine.transformers_weights()[name], p) for name, p in model.named_parameters())
+
+
+def test_the_stand_in_loads_by_transformers_name_into_fused_tensors(fresh_tiny):
+    model, tokenizer = fresh_tiny
+    engine = FakeEngine(model, tokenizer)
+    names = set(engine.fused)
+    assert any(".qkv_proj." in n for n in names) and any(".gate_up_proj." in n for n in names)
+    assert not any(".q_proj." in n or ".up_proj." in n or n.startswith("lm_head") for n in names)  # tied: one
+    q = "model.layers.0.self_attn.q_proj.weight"
+    engine.load_weights([(q, torch.ones(model.get_parameter(q).shape))])  # one slice only
+    assert engine.transformers_weights()[q].eq(1).all() and not same_weights(engine, model)
+    engine.load_weights([("lm_head.weight", torch.zeros(1))])  # tied: skipped, as vLLM skips the alias
+    with pytest.raises(ValueError):
+        engine.load_weights([("model.layers.0.self_attn.qkv_proj.weight", torch.zeros(1))])  # not a transformers name
 
 
 def test_completions_are_padded_like_the_hf_rollout(tiny):
@@ -247,26 +333,36 @@ def test_completions_are_padded_like_the_hf_rollout(tiny):
     assert roll.completion_ids[0, 2:].eq(tokenizer.pad_token_id).all() and roll.entropy.isnan().all()
 
 
-def test_es_through_the_engine_scores_and_updates_exactly_as_the_hf_rollout(fresh_tiny):
+def test_es_inside_the_engine_builds_each_member_bit_identical_to_the_transformers_path(fresh_tiny):
+    """Members built in the engine from seeds (backend.es_weights) against members built in the trainer's model
+    (es_grpo.set_weights): the same weights at every generation, the same scores and master update; the trainer's
+    model is never touched."""
     model, tokenizer = fresh_tiny
     args = es_grpo.parse_args(["--es-population", "4", "--es-sigma", "0.05"])
     problems = es_grpo.generate_problems("countdown", 8, seed=4)
-    twin = copy.deepcopy(model)
+    twin, before = copy.deepcopy(model), copy.deepcopy(model.state_dict())
     engine = FakeEngine(model, tokenizer)
-    backend = VLLMRollout(lambda: engine, SimpleNamespace)
-    results = []
-    for net, generate in ((model, backend), (twin, es_grpo.rollout)):
-        params = list(net.parameters())
-        master = es_grpo.master_weights(params)
-        results.append((es_grpo.es_step(net, params, master, tokenizer, problems, args, seed=1, generate=generate),
-                        master))
-    (stats, master), (expected, expected_master) = results
+    backend, seen = VLLMRollout(lambda: engine, SimpleNamespace), []
+
+    def transformers_rollout(net, *args, **kwargs):  # es_grpo.rollout, noting the weights it generates with
+        seen.append({name: p.detach().clone() for name, p in net.named_parameters()})
+        return es_grpo.rollout(net, *args, **kwargs)
+
+    master = es_grpo.master_weights(list(model.parameters()))
+    stats = es_grpo.es_step(model, backend.es_weights(model), master, tokenizer, problems, args, seed=1,
+                            generate=backend)
+    params = list(twin.parameters())
+    expected_master = es_grpo.master_weights(params)
+    expected = es_grpo.es_step(twin, params, expected_master, tokenizer, problems, args, seed=1,
+                               generate=transformers_rollout)
+    assert len(engine.generated_with) == len(seen) == 4
+    for inside, outside in zip(engine.generated_with, seen):
+        assert inside.keys() == outside.keys() and all(torch.equal(inside[n], outside[n]) for n in inside)
     assert {k: stats[k] for k in ("reward", "reward_std", "disagreement", "tokens")} == \
         {k: expected[k] for k in ("reward", "reward_std", "disagreement", "tokens")}
     assert all(torch.equal(a, b) for a, b in zip(master, expected_master))
-    assert len(set(engine.generated_with)) == 4  # each member generated with its own perturbed weights
-    backend(model, tokenizer, ["C3,5,7=56:"], max_new_tokens=1)  # the next rollout sees the updated weights
-    assert all(torch.equal(a, b) for a, b in zip(engine.model.parameters(), model.parameters()))
+    assert all(torch.equal(model.state_dict()[k], v) for k, v in before.items())  # the trainer's model: untouched
+    assert same_weights(engine, twin)  # restored to the updated master, as the transformers path restores
 
 
 def test_the_engine_stops_at_an_end_of_turn_id_that_only_generation_config_lists(fresh_tiny):
@@ -297,7 +393,7 @@ def test_nothing_is_loaded_into_the_engine_when_no_weight_changed(fresh_tiny):
     with torch.no_grad():
         next(model.parameters()).add_(1e-3)
     es_grpo.evaluate(model, tokenizer, problems, args, generate=backend)
-    assert engine.loads == 2 and all(torch.equal(a, b) for a, b in zip(engine.model.parameters(), model.parameters()))
+    assert engine.loads == 2 and same_weights(engine, model)
 
 
 def test_the_engine_gets_the_weights_of_each_grpo_step(fresh_tiny):
@@ -312,17 +408,24 @@ def test_the_engine_gets_the_weights_of_each_grpo_step(fresh_tiny):
                                   es_grpo.generate_problems("countdown", 2, seed=step), args, seed=step,
                                   generate=backend)
         assert all(torch.isfinite(torch.tensor(stats[k])) for k in ("loss", "kl", "entropy"))
-    assert engine.generated_with[0] != engine.generated_with[1]  # step 2 sampled from the stepped weights
+    first, second = engine.generated_with  # step 2 sampled from the stepped weights
+    assert any(not torch.equal(first[name], second[name]) for name in first)
     backend(model, tokenizer, ["C3,5,7=56:"], max_new_tokens=1)
-    assert all(torch.equal(a, b) for a, b in zip(engine.model.parameters(), model.parameters()))
+    assert same_weights(engine, model)
 
 
-def test_the_engine_is_created_on_every_rank_before_any_generation(shared, faulty_jobs):
+def test_the_engine_is_created_on_every_rank_before_any_generation(shared, faulty_jobs, tmp_path):
     """One evaluation chunk for two ranks: rank 1 has nothing to generate in the base evaluation. Started by
     Torchrun on every rank, the engine (its creation a collective) is ready; created on first use (the
-    control), rank 0 waits in the creation while rank 1 moves on, and the job fails at the timeout."""
+    control), rank 0 waits in the creation while rank 1 moves on, and the job fails at the timeout. The ES run
+    inside the engines on two ranks ends with the weights of one process's transformers run, bit for bit."""
     folder, result = shared(2, "engine", *ENGINE_RUN)
     assert (folder / "summary.json").exists()
+    one = single(*ENGINE_RUN, "--out", str(tmp_path / "one"))
+    assert one.returncode == 0, one.stderr[-2000:]
+    a, b = (load_file(run / "stage1-es" / "model.safetensors") for run in (tmp_path / "one", folder))
+    assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
+    assert any(not torch.equal(a[k], v) for k, v in load_file(ROOT / "tiny_model" / "model.safetensors").items())
     for rank in (0, 1):  # the last job of the launch: it destroys the process group
         said = [line for line in result.stdout.splitlines() if line.startswith(f"rank {rank}:")]
         assert said == [f"rank {rank}: engine shut down", f"rank {rank}: process group destroyed, 0 FSDP modules alive",
