@@ -842,7 +842,7 @@ def train_stage(run: Context, name: str, updates: int, offset: int, metrics, res
     checked = params  # what must stay finite and agree across processes
     if name == "es":  # what ES keeps between updates: the fp32 master weights (departure 4)
         checked = master = resume["master"] if resume else master_weights(params)
-        # the weights members are built in: the model's own, or an engine's (scale/vllm_rollout.py: es_weights)
+        # the weights members are built in: the model's own, or an engine's (scale/vllm_rollout.py)
         members = run.generate.es_weights(model) if hasattr(run.generate, "es_weights") else params
         prompts = args.es_prompts
         def state():  # the model takes the master's values before it is saved (an engine's members skip it)

@@ -1,6 +1,7 @@
-"""Computed (not measured) memory per GPU for ES and GRPO with the HF rollout, Qwen2.5-1.5B and -7B-Instruct.
+"""Computed (not measured) memory per GPU for ES and GRPO, Qwen2.5-1.5B and -7B-Instruct; the check that
+scale/train.py makes before it starts a vLLM engine beside the trainer.
 
-    python scale/memory.py            # prints the table in scale/README.md; no download (configs below)
+    python scale/memory.py            # prints the tables in scale/README.md; no download (configs below)
     python scale/memory.py 2          # the same with GRPO micro-batches of 2 rows
 
 Parameter counts are exact: the models are built on the meta device from their published configs. The rest
@@ -10,6 +11,10 @@ KL term; with --grpo-fsdp the rank keeps the whole weights for rollouts and 1/ra
 gradients, AdamW moments and reference, plus two decoder layers made whole at a time. Activations use
 the usual estimate of 34 bytes x hidden per token and layer at 16 bits (doubled in float32) plus the
 full-vocabulary logits, log-softmax and probabilities that token_logprobs keeps.
+
+With --rollout vllm the trainer no longer decodes (no KV cache of its own), and ES runs inside the engine
+(scale/vllm_rollout.py: es_weights): the trainer's model stays in host memory beside the fp32 master, and a
+member costs the GPU only eps and master + sigma * eps of one tensor at a time.
 """
 from __future__ import annotations
 
@@ -17,7 +22,7 @@ import sys
 from pathlib import Path
 
 import torch
-from transformers import AutoModelForCausalLM, Qwen2Config
+from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 from es_grpo import PRESETS  # noqa: E402
@@ -31,47 +36,101 @@ MODELS = {  # from the hub's config.json of each model
                                 tie_word_embeddings=False),
 }
 PAPER = PRESETS["paper"]
-GB, TOKENS = 2**30, 256 + PAPER["max_new_tokens"]  # prompts of about 256 tokens
+GB, PROMPT_TOKENS = 2**30, 256  # prompts of about 256 tokens
+MARGIN_GB = 2.0  # CUDA context, allocator fragmentation
+ENGINE_WORKSPACE_GB = 2.0  # vLLM's activations and CUDA graphs beside its weights and KV pool
 
 
-def estimate(name: str, ranks: int = 8, microbatch: int = 4) -> dict:
-    config = Qwen2Config(**MODELS[name])
+def estimate(config, ranks: int = 8, microbatch: int = 4, preset: dict = PAPER, grpo_bytes: int = 4) -> dict:
+    """GB per GPU (2^30 bytes) for the model of `config` (a transformers config) under `preset`'s settings."""
     with torch.device("meta"):
         model = AutoModelForCausalLM.from_config(config)
     params = sum(p.numel() for p in model.parameters())
     largest = max(p.numel() for p in model.parameters())
-    head_dim = config.hidden_size // config.num_attention_heads
-    kv_per_row = TOKENS * config.num_hidden_layers * 2 * config.num_key_value_heads * head_dim  # elements
+    text = config.get_text_config()
+    head_dim = getattr(text, "head_dim", None) or text.hidden_size // text.num_attention_heads
+    kv_heads = getattr(text, "num_key_value_heads", None) or text.num_attention_heads
+    tokens = PROMPT_TOKENS + preset["max_new_tokens"]
+    kv_per_token = text.num_hidden_layers * 2 * kv_heads * head_dim  # elements
     es = {}
     for dtype, size in (("bf16", 2), ("fp32", 4)):
         es[dtype] = (params * size                        # the weights being perturbed
                      + 2 * largest * 4                     # noise and master + sigma * eps of the largest tensor
-                     + PAPER["es_prompts"] * kv_per_row * size  # KV cache, one member's prompts
-                     + 3 * PAPER["es_prompts"] * config.vocab_size * 4) / GB  # one decoding step's logits
-    rows = PAPER["grpo_prompts"] * PAPER["grpo_group"] // ranks
-    grpo_states = params * (4 + 4 + 8 + 4)  # fp32 weights, gradients, AdamW moments, reference model
-    activations = microbatch * TOKENS * (config.num_hidden_layers * config.hidden_size * 34 * 2
-                                         + 3 * config.vocab_size * 4)
-    grpo = (grpo_states + max(activations, rows * kv_per_row * 4)) / GB
-    layer = sum(p.numel() for p in model.model.layers[0].parameters())
-    fsdp_states = params * 4 + grpo_states / ranks + 2 * layer * 4
-    fsdp = (fsdp_states + max(activations, rows * kv_per_row * 4)) / GB
-    return {"model": name, "params_B": params / 1e9, "es_bf16": es["bf16"], "es_fp32": es["fp32"],
-            "es_host_master": params * 4 / GB, "grpo_fp32": grpo, "grpo_states": grpo_states / GB,
-            "grpo_activations": activations / GB, "rows": rows,
-            "grpo_fsdp": fsdp, "grpo_fsdp_states": fsdp_states / GB}
+                     + preset["es_prompts"] * tokens * kv_per_token * size  # KV cache, one member's prompts
+                     + 3 * preset["es_prompts"] * text.vocab_size * 4) / GB  # one decoding step's logits
+    rows = preset["grpo_prompts"] * preset["grpo_group"] // ranks
+    grpo_states = params * 5 * grpo_bytes  # weights, gradients, AdamW's two moments, reference model
+    activations = microbatch * tokens * (text.num_hidden_layers * text.hidden_size * 34 * grpo_bytes // 2
+                                         + 3 * text.vocab_size * 4)
+    hf_kv = rows * tokens * kv_per_token * grpo_bytes  # the HF rollout's KV cache for this rank's rows
+    layers = getattr(getattr(model, "model", model), "layers", None)
+    layer = sum(p.numel() for p in layers[0].parameters()) if layers else params // text.num_hidden_layers
+    fsdp_states = params * grpo_bytes + grpo_states / ranks + 2 * layer * grpo_bytes
+    return {"params_B": params / 1e9, "es_bf16": es["bf16"], "es_fp32": es["fp32"],
+            "es_host_master": params * 4 / GB, "grpo_fp32": (grpo_states + max(activations, hf_kv)) / GB,
+            "grpo_states": grpo_states / GB, "grpo_activations": activations / GB,
+            "grpo_fsdp": (fsdp_states + max(activations, hf_kv)) / GB, "grpo_fsdp_states": fsdp_states / GB,
+            # --rollout vllm: what the trainer holds on the GPU beside the engine, and the engine's own weights
+            "es_vllm_trainer": 2 * largest * 4 / GB, "grpo_vllm_trainer": (grpo_states + activations) / GB,
+            "grpo_fsdp_vllm_trainer": (fsdp_states + activations) / GB, "engine_bf16": params * 2 / GB,
+            "engine_fp32": params * 4 / GB, "kv_per_sequence_bf16": tokens * kv_per_token * 2 / GB}
+
+
+def trainer_need(estimate_: dict, algo: str, grpo_fsdp: bool) -> float:
+    """GB the trainer holds on each GPU beside a vLLM engine: GRPO's states and activations if the schedule
+    has a GRPO stage (its model then stays on the GPU through ES stages too), else ES's temporaries."""
+    if "grpo" not in algo.split("-"):
+        return estimate_["es_vllm_trainer"]
+    return estimate_["grpo_fsdp_vllm_trainer" if grpo_fsdp else "grpo_vllm_trainer"]
+
+
+def engine_share(trainer_gb: float, engine_min_gb: float, gpu_gb: float, asked: float = 0.0) -> float:
+    """The share of the GPU for vLLM's gpu_memory_utilization: `asked` if given, else all that the trainer and
+    MARGIN_GB leave (at most 0.9). Raises ValueError, saying what does not fit, when the engine would get less
+    than engine_min_gb or the trainer less than it needs."""
+    share = asked or min(0.9, (gpu_gb - trainer_gb - MARGIN_GB) / gpu_gb)
+    if share * gpu_gb < engine_min_gb:
+        raise ValueError(f"the engine would get {max(share, 0) * gpu_gb:.1f} of this GPU's {gpu_gb:.0f} GB, less "
+                         f"than the {engine_min_gb:.1f} GB its weights and one sequence need (the trainer needs "
+                         f"{trainer_gb:.1f} GB)")
+    if trainer_gb + MARGIN_GB > (1 - share) * gpu_gb:
+        raise ValueError(f"--vllm-memory {share:g} leaves {(1 - share) * gpu_gb:.1f} of this GPU's {gpu_gb:.0f} GB "
+                         f"to the trainer, which needs {trainer_gb:.1f} GB (+{MARGIN_GB:g}); at most "
+                         f"{(gpu_gb - trainer_gb - MARGIN_GB) / gpu_gb:.2f}")
+    return share
+
+
+def config_of(model: str):
+    """A local folder's or hub id's transformers config (the hub needs network)."""
+    return AutoConfig.from_pretrained(model)
 
 
 if __name__ == "__main__":
     microbatch = int(sys.argv[1]) if len(sys.argv) > 1 else 4
     print(f"Computed, not measured; GB = 2^30 bytes, per GPU, 8 ranks, GRPO micro-batch {microbatch} rows "
           f"(--grpo-microbatch {microbatch})\n")
+    print("HF rollout:\n")
     print("| model | parameters | ES, bf16 weights | ES, fp32 weights | ES master copy (host RAM, per rank) "
           "| GRPO, fp32 + AdamW + reference | of which states | of which activations | GRPO with --grpo-fsdp "
           "| of which states |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    for name in MODELS:
-        e = estimate(name, microbatch=microbatch)
+    estimates = {name: estimate(Qwen2Config(**fields), microbatch=microbatch) for name, fields in MODELS.items()}
+    for name, e in estimates.items():
         print(f"| {name} | {e['params_B']:.2f}B | {e['es_bf16']:.1f} | {e['es_fp32']:.1f} | {e['es_host_master']:.1f} "
               f"| {e['grpo_fp32']:.1f} | {e['grpo_states']:.1f} | {e['grpo_activations']:.1f} "
               f"| {e['grpo_fsdp']:.1f} | {e['grpo_fsdp_states']:.1f} |")
+    print("\n--rollout vllm, an 80 GB GPU (74.5 GB of 2^30 bytes), the engine in bf16:\n")
+    print("| model | engine weights | ES: trainer on the GPU | ES: engine share | GRPO: trainer | GRPO: engine share "
+          "| GRPO --grpo-fsdp: trainer | engine share |")
+    print("|---|---|---|---|---|---|---|---|")
+    gpu = 80e9 / GB
+    for name, e in estimates.items():
+        cells = []
+        engine_min = e["engine_bf16"] + ENGINE_WORKSPACE_GB + e["kv_per_sequence_bf16"]
+        for need in (e["es_vllm_trainer"], e["grpo_vllm_trainer"], e["grpo_fsdp_vllm_trainer"]):
+            try:
+                share = f"{engine_share(need, engine_min, gpu):.2f}"
+            except ValueError:
+                share = "does not fit"
+            cells += [f"{need:.1f}", share]
+        print(f"| {name} | {e['engine_bf16']:.1f} | " + " | ".join(cells) + " |")

@@ -20,8 +20,11 @@ import sys
 from dataclasses import dataclass
 from pathlib import Path
 
+import torch
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import es_grpo  # noqa: E402
+import memory  # noqa: E402
 from distributed import Torchrun  # noqa: E402
 from es_grpo import dataclass_parser, flag  # noqa: E402
 
@@ -32,8 +35,11 @@ class ScaleArgs:
 
     rollout: str = flag("hf", "rollout engine: hf (es_grpo.rollout, transformers) or vllm (one engine per rank)",
                         ("hf", "vllm"))
-    vllm_memory: float = flag(0.5, "share of GPU memory vLLM may take; the rest holds the trainer's model and "
-                                   "optimizer")
+    vllm_memory: float = flag(0.0, "share of GPU memory vLLM may take; the rest holds the trainer (0: all that "
+                                   "the trainer leaves by scale/memory.py's arithmetic, at most 0.9)")
+    vllm_dtype: str = flag("auto", "the engine's weights (auto: --dtype for ES alone, so that members are the "
+                                   "transformers path's; bfloat16 when a GRPO stage runs)",
+                           ("auto", "float32", "bfloat16", "float16"))
     vllm_max_len: int = flag(0, "vLLM max_model_len, prompt plus completion (0: the model's own)")
     grpo_fsdp: bool = flag(False, "shard GRPO's trained weights, gradients, AdamW states and reference over the "
                                   "ranks (FSDP2) instead of DDP; rollouts use a whole copy")
@@ -52,6 +58,22 @@ def saved_config(argv: list[str]) -> dict | None:
         return None
 
 
+def vllm_settings(run: dict, scale: ScaleArgs, world: int, gpu_gb: float, model_config) -> tuple[float, str]:
+    """(gpu_memory_utilization, dtype) for the engine beside this run's trainer on a GPU of gpu_gb (2^30 bytes),
+    by scale/memory.py's arithmetic; ValueError (what does not fit) when both cannot. The engine is created
+    before the trainer loads (with external_launcher its creation is a collective), and vLLM takes its share
+    at once: so the check is arithmetic, made before anything starts."""
+    dtype = scale.vllm_dtype if scale.vllm_dtype != "auto" else "bfloat16" if "grpo" in run["algo"] else run["dtype"]
+    rows = run["grpo_prompts"] * run["grpo_group"] // world
+    estimate = memory.estimate(model_config, ranks=world, microbatch=run["grpo_microbatch"] or rows, preset=run,
+                               grpo_bytes=4 if run["dtype"] == "float32" else 2)
+    weights = estimate["engine_fp32" if dtype == "float32" else "engine_bf16"]
+    sequence = estimate["kv_per_sequence_bf16"] * (2 if dtype == "float32" else 1)
+    trainer = memory.trainer_need(estimate, run["algo"], scale.grpo_fsdp)
+    return memory.engine_share(trainer, weights + memory.ENGINE_WORKSPACE_GB + sequence, gpu_gb,
+                               scale.vllm_memory), dtype
+
+
 def main(argv=None, launcher=Torchrun):
     argv = sys.argv[1:] if argv is None else argv
     parser = dataclass_parser(ScaleArgs, "scale/train.py", epilog="Every other flag is es_grpo.py's.",
@@ -64,7 +86,7 @@ def main(argv=None, launcher=Torchrun):
     config = saved or vars(args)  # the settings this run will actually use
     world = int(os.environ.get("WORLD_SIZE", "1"))
     for bad, message in [
-        (not 0 < scale.vllm_memory < 1, "--vllm-memory must be in (0, 1)"),
+        (not 0 <= scale.vllm_memory < 1, "--vllm-memory must be in [0, 1) (0: computed)"),
         (scale.check_every < 0 or scale.dist_timeout < 1,
          "--check-every must not be negative, --dist-timeout positive"),
         (config["grpo_prompts"] < world, f"--grpo-prompts must be at least the number of ranks ({world})"),
@@ -76,8 +98,16 @@ def main(argv=None, launcher=Torchrun):
     if scale.rollout == "vllm":
         from vllm_rollout import VLLMRollout
 
-        generate = VLLMRollout.launch(config["model"] or str(es_grpo.TINY_MODEL), config["dtype"], scale.vllm_memory,
-                                      scale.vllm_max_len, config["seed"])
+        model = config["model"] or str(es_grpo.TINY_MODEL)
+        share, dtype = scale.vllm_memory or 0.5, scale.vllm_dtype  # no GPU here: vLLM refuses to start anyway
+        if torch.cuda.is_available():
+            gpu_gb = torch.cuda.get_device_properties(int(os.environ.get("LOCAL_RANK", "0"))).total_memory / memory.GB
+            try:
+                share, dtype = vllm_settings(config, scale, world, gpu_gb, memory.config_of(model))
+            except ValueError as err:
+                parser.error(f"--rollout vllm: {err}; try --grpo-fsdp, a smaller --grpo-microbatch, --vllm-memory "
+                             "or --rollout hf")
+        generate = VLLMRollout.launch(model, dtype, share, scale.vllm_max_len, config["seed"])
     ranks = launcher(scale.grpo_fsdp, scale.check_every, scale.dist_timeout, config=vars(scale),
                      engine=generate if scale.rollout == "vllm" else None)
     return es_grpo.run(args, generate, ranks)
