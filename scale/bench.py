@@ -2,6 +2,7 @@
 
     python scale/bench.py                 # installs trl==1.16.0 if missing; prints the markdown table
     python scale/bench.py --repeats 3     # fewer alternations
+    python scale/bench.py --parts precision   # a bfloat16 engine's sampling against fp32 GRPO (seconds)
 
 Compared commands alternate (A, B, A, B, ...) so that drift in the machine hits both; each figure is a
 median over the repeats, after one warm-up of each. Memory is the peak resident set of a separate
@@ -276,16 +277,43 @@ def bench_memory() -> list[tuple]:
     return rows
 
 
+def bench_precision(samples: int = 8) -> list[str]:
+    """How far a bfloat16 engine samples from the fp32 policy that GRPO trains (scale/train.py --vllm-dtype auto
+    gives GRPO a bfloat16 engine): GRPO's completions (64 prompts x samples, temperature 1) drawn by the fp32 tiny
+    model, then each token's log-prob under fp32 and under bfloat16 weights. The ratio is what importance weights
+    would be off by; GRPO clips its ratio at 1 +- 0.2 (the paper preset)."""
+    model, tokenizer = es_grpo.load_model("")
+    half = copy.deepcopy(model).to(torch.bfloat16)
+    args = es_grpo.Args()
+    prompts = [es_grpo.prompt_text(p, tokenizer) for p in es_grpo.generate_problems("countdown", 64, seed=3)]
+    with torch.no_grad():
+        roll = es_grpo.rollout(model, tokenizer, [p for p in prompts for _ in range(samples)], temperature=1.0,
+                               max_new_tokens=args.max_new_tokens, seed=0)
+        full, _ = es_grpo.token_logprobs(model, roll)  # (B, T)
+        low, _ = es_grpo.token_logprobs(half, roll)  # (B, T)
+    log_ratio = (low.float() - full)[roll.completion_mask.bool()]  # (tokens,)
+    greedy = [es_grpo.rollout(m, tokenizer, prompts, max_new_tokens=args.max_new_tokens).texts for m in (model, half)]
+    return ["bfloat16 against float32 weights, tiny model, GRPO's sampled tokens "
+            f"({int(roll.completion_mask.sum())} tokens of {len(roll.texts)} completions):",
+            f"- |log p_bf16 - log p_fp32| per token: mean {log_ratio.abs().mean():.4f}, 99th percentile "
+            f"{log_ratio.abs().quantile(0.99):.4f}, max {log_ratio.abs().max():.4f}",
+            f"- tokens whose ratio p_bf16 / p_fp32 leaves GRPO's clip range [0.8, 1.2]: "
+            f"{float(((log_ratio.exp() - 1).abs() > 0.2).float().mean()):.2%}",
+            f"- greedy completions that differ: {sum(a != b for a, b in zip(*greedy))} of {len(prompts)}"]
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="alternations of each comparison")
-    parser.add_argument("--parts", default="es,grpo,eval,memory,growth,profile", help="which comparisons to run")
+    parser.add_argument("--parts", default="es,grpo,eval,memory,growth,profile,precision",
+                        help="which comparisons to run")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     flags = parser.parse_args()
     if flags.child:
         return child(*flags.child)
     try:
-        import trl  # noqa: F401
+        if "grpo" in flags.parts.split(","):  # against TRL's GRPOTrainer
+            import trl  # noqa: F401
     except ImportError:  # install, then start again: transformers decided at import that accelerate is missing
         subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", TRL], check=True)
         os.execv(sys.executable, [sys.executable, *sys.argv])
@@ -296,6 +324,7 @@ def main():
             + (bench_eval(flags.repeats) if "eval" in parts else []) + (bench_memory() if "memory" in parts else []))
     growth = bench_growth(flags.repeats) if "growth" in parts else []
     profile = bench_profile(flags.repeats) if "profile" in parts else []
+    profile += bench_precision() if "precision" in parts else []
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     import platform
     print(f"\nMachine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "

@@ -38,13 +38,15 @@ class Torchrun(es_grpo.OneProcess):
     """The ranks torchrun started (RANK, WORLD_SIZE, LOCAL_RANK), joined in one process group."""
 
     def __init__(self, grpo_fsdp: bool = False, check_every: int = 1, timeout_s: int = 600, config: dict | None = None,
-                 engine=None):
-        """engine: a rollout backend with start() (vllm_rollout.VLLMRollout), started on every rank at once."""
+                 engine=None, model_device: str | None = None):
+        """engine: a rollout backend with start() (vllm_rollout.VLLMRollout), started on every rank at once.
+        model_device: where the trainer's model lives if not on this rank's GPU ("cpu" when ES runs inside
+        the engine and no GRPO stage needs the model on the GPU)."""
         self.rank, self.world_size, self.local_rank = (int(os.environ.get(name, default)) for name, default in
                                                        (("RANK", 0), ("WORLD_SIZE", 1), ("LOCAL_RANK", 0)))
         self.is_main = self.rank == 0
         self.grpo_fsdp, self.check_every, self.timeout_s = grpo_fsdp, check_every, timeout_s
-        self.config, self.engine = config or {}, engine
+        self.config, self.engine, self.model_device = config or {}, engine, model_device
 
     def start(self, device: str) -> str:
         """Join torchrun's process group (nccl on GPUs, gloo on CPUs), then start the rollout engine on every
@@ -57,7 +59,7 @@ class Torchrun(es_grpo.OneProcess):
                                     timeout=timedelta(seconds=self.timeout_s))
         if self.engine is not None:
             self.engine.start()
-        return device
+        return self.model_device or device
 
     def stop(self):
         """The rollout engine first (it holds process groups of its own), then the process group."""

@@ -1,4 +1,5 @@
-"""One-GPU check, no downloads: ES and GRPO (HF rollout) on a ~400M-parameter Llama built from a config.
+"""One-GPU check, no downloads: ES and GRPO on a ~400M-parameter Llama built from a config, with the HF
+rollout and, where vLLM is installed, with a vLLM engine (ES inside it).
 
     python scale/gpu_check.py                        # one GPU; meant to finish well under 8 minutes
     python scale/gpu_check.py --hidden 64 --layers 2 --vocab 512 --updates 2   # the same code on a CPU, seconds
@@ -12,16 +13,18 @@ over the updates after the first (warm-up).
 from __future__ import annotations
 
 import functools
+import importlib.util
 import resource
 import statistics
 import sys
+import tempfile
 import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
 import es_grpo  # noqa: E402
 from es_grpo import dataclass_parser, flag  # noqa: E402
 
@@ -58,7 +61,63 @@ def peak_memory_gb(device) -> str:
     return f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} RSS"
 
 
-def main(argv=None):
+def timed_updates(algo: str, step, updates: int, device: str) -> tuple[list, float]:
+    if device.startswith("cuda"):
+        torch.cuda.reset_peak_memory_stats()
+    timings = []
+    for update in range(updates):
+        tick = time.time()
+        stats = step(seed=update)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        timings.append((time.time() - tick, stats["sequences"], stats["tokens"]))
+        print(f"{algo} update {update + 1}: {timings[-1][0]:.2f}s, {stats['tokens']} tokens", flush=True)
+    return [statistics.median(t[i] for t in timings[1:] or timings) for i in range(3)]
+
+
+def row(algo: str, params, seconds: float, sequences: float, tokens: float, device: str, extra: str = "-") -> str:
+    return (f"| {algo} | {sum(p.numel() for p in params) / 1e6:.1f}M {str(params[0].dtype).split('.')[-1]} | "
+            f"{seconds:.2f} | {sequences / seconds:.0f} | {tokens / seconds:.0f} | {peak_memory_gb(device)} "
+            f"| {extra} |")
+
+
+def vllm_rows(check: CheckArgs, tokenizer, problems, args, device: str, make_backend) -> list[str]:
+    """The same updates with rollouts by a vLLM engine (make_backend(model folder) -> VLLMRollout): ES inside
+    the engine, the trainer's model in host memory, and what a member costs beyond its generation (building
+    master + sigma * eps in the engine, tensor by tensor); GRPO with its fp32 trainer on the GPU and the
+    trained weights loaded into the engine after each step."""
+    folder = Path(tempfile.mkdtemp(prefix="gpu_check_"))
+    model = build(check, torch.float32, "cpu")
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    backend = make_backend(str(folder))
+    backend.start()
+    params = list(model.parameters())
+    master = es_grpo.master_weights(params)
+    members = backend.es_weights(model)
+    member_seconds = []
+    for seed in range(1, 4):
+        tick = time.time()
+        es_grpo.set_weights(members, master, seed, args.es_sigma)
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+        member_seconds.append(time.time() - tick)
+    es_grpo.set_weights(members, master)
+    step = functools.partial(es_grpo.es_step, model, members, master, tokenizer, problems, args, generate=backend)
+    rows = [row("es, vLLM", params, *timed_updates("es (vLLM)", step, check.updates, device), device,
+                f"{statistics.median(member_seconds):.3f} s per member")]
+    model = model.to(device)
+    params = list(model.parameters())
+    reference = build(check, torch.float32, device).requires_grad_(False)
+    optimizer = torch.optim.AdamW(params, lr=args.grpo_lr)
+    step = functools.partial(es_grpo.grpo_step, model, reference, optimizer, tokenizer, problems, args,
+                             generate=backend)
+    rows.append(row("grpo, vLLM", params, *timed_updates("grpo (vLLM)", step, check.updates, device), device))
+    backend.shutdown()
+    return rows
+
+
+def main(argv=None, make_backend=None):
     check = CheckArgs(**vars(dataclass_parser(CheckArgs, "scale/gpu_check.py").parse_args(argv)))
     device = check.device if check.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     _, tokenizer = es_grpo.load_model("")
@@ -77,26 +136,23 @@ def main(argv=None):
             reference = build(check, torch.float32, device).requires_grad_(False)
             optimizer = torch.optim.AdamW(params, lr=args.grpo_lr)
             step = functools.partial(es_grpo.grpo_step, model, reference, optimizer, tokenizer, problems, args)
-        if device.startswith("cuda"):
-            torch.cuda.reset_peak_memory_stats()
-        timings = []
-        for update in range(check.updates):
-            tick = time.time()
-            stats = step(seed=update)
-            if device.startswith("cuda"):
-                torch.cuda.synchronize()
-            timings.append((time.time() - tick, stats["sequences"], stats["tokens"]))
-            print(f"{algo} update {update + 1}: {timings[-1][0]:.2f}s, {stats['tokens']} tokens", flush=True)
-        seconds, sequences, tokens = (statistics.median(t[i] for t in timings[1:] or timings) for i in range(3))
-        rows.append(f"| {algo} | {sum(p.numel() for p in params) / 1e6:.1f}M {str(params[0].dtype).split('.')[-1]} | "
-                    f"{seconds:.2f} | {sequences / seconds:.0f} | {tokens / seconds:.0f} | {peak_memory_gb(device)} |")
+        rows.append(row(algo, params, *timed_updates(algo, step, check.updates, device), device))
         del model, params, step
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
+    if make_backend is None and device.startswith("cuda") and importlib.util.find_spec("vllm"):
+        from vllm_rollout import VLLMRollout
+        make_backend = functools.partial(VLLMRollout.launch, dtype="bfloat16", memory=0.5,
+                                         max_len=256 + check.max_new_tokens, seed=0)
+    if make_backend is None:
+        print("the vLLM part is skipped: it needs vLLM and a CUDA GPU (pip install -r scale/requirements.txt)")
+    else:
+        rows += vllm_rows(check, tokenizer, problems, args, device, make_backend)
     name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
     print(f"\n{name}, torch {torch.__version__}, population {check.population}, {check.prompts} prompts, "
           f"group {check.group}, max {check.max_new_tokens} new tokens\n")
-    print("| algo | model | s/update | sequences/s | tokens/s | peak memory (GB) |\n|---|---|---|---|---|---|")
+    print("| algo | model | s/update | sequences/s | tokens/s | peak memory (GB) | beyond generation |\n"
+          "|---|---|---|---|---|---|---|")
     print("\n".join(rows))
 
 

@@ -93,7 +93,7 @@ def engine_share(trainer_gb: float, engine_min_gb: float, gpu_gb: float, asked: 
         raise ValueError(f"the engine would get {max(share, 0) * gpu_gb:.1f} of this GPU's {gpu_gb:.0f} GB, less "
                          f"than the {engine_min_gb:.1f} GB its weights and one sequence need (the trainer needs "
                          f"{trainer_gb:.1f} GB)")
-    if trainer_gb + MARGIN_GB > (1 - share) * gpu_gb:
+    if trainer_gb + MARGIN_GB > (1 - share) * gpu_gb + 1e-6:  # (the computed share meets it exactly)
         raise ValueError(f"--vllm-memory {share:g} leaves {(1 - share) * gpu_gb:.1f} of this GPU's {gpu_gb:.0f} GB "
                          f"to the trainer, which needs {trainer_gb:.1f} GB (+{MARGIN_GB:g}); at most "
                          f"{(gpu_gb - trainer_gb - MARGIN_GB) / gpu_gb:.2f}")

@@ -108,8 +108,9 @@ def main(argv=None, launcher=Torchrun):
                 parser.error(f"--rollout vllm: {err}; try --grpo-fsdp, a smaller --grpo-microbatch, --vllm-memory "
                              "or --rollout hf")
         generate = VLLMRollout.launch(model, dtype, share, scale.vllm_max_len, config["seed"])
+    in_engine_es = scale.rollout == "vllm" and config["algo"] == "es"  # the model is then only saved
     ranks = launcher(scale.grpo_fsdp, scale.check_every, scale.dist_timeout, config=vars(scale),
-                     engine=generate if scale.rollout == "vllm" else None)
+                     engine=generate if scale.rollout == "vllm" else None, model_device="cpu" if in_engine_es else None)
     return es_grpo.run(args, generate, ranks)
 
 

@@ -3,7 +3,7 @@ three interpreters that import torch and transformers (about 8 s on 2 cores), so
 do: the process group is joined by the first run and destroyed by the last.
 
 JOBS is a JSON list of jobs, each {"argv": [...]} plus, optionally:
-- "fault": raise, die, hang or diverge, injected into rank 1 after its update "at" of the stage "step" (es or
+- "fault": raise, die or diverge, injected into rank 1 after its update "at" of the stage "step" (es or
   grpo) through the `ranks` hook; a run stopped with SystemExit (diverging weights) is reported on stderr and
   the next job starts;
 - "engine": "start" or "first_use": es_grpo.run with a stand-in vLLM engine whose creation is a collective,
@@ -18,7 +18,6 @@ import json
 import os
 import signal
 import sys
-import time
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -58,8 +57,6 @@ class FaultyRank1(Torchrun):
                 raise RuntimeError("injected fault")
             if fault == "die":
                 os.kill(os.getpid(), signal.SIGKILL)
-            if fault == "hang":
-                time.sleep(3600)
             if fault == "diverge":
                 params[0].data.add_(1e-3)
         super().after_update(params, stage, update, last)

@@ -39,19 +39,35 @@ def reference(tmp_path_factory):
     return out
 
 
-@pytest.mark.parametrize("kill_after", [1, 4], ids=["in-grpo-stage", "in-es-stage"])  # GRPO: 1-3, ES: 4-6
-def test_sigkill_then_resume_is_bit_identical_to_an_uninterrupted_run(reference, tmp_path, kill_after):
-    """Killed in each stage, with trajectory points on the way (which must not move the random streams)."""
-    run, killed = TRAJECTORY_RUN, tmp_path / "killed"
-    process = subprocess.Popen([sys.executable, str(ROOT / "es_grpo.py"), *run, "--out", str(killed)], cwd=ROOT,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    metrics, deadline = killed / "metrics.jsonl", time.time() + 300
-    while time.time() < deadline and process.poll() is None:
-        if metrics.exists() and len(metrics.read_text().splitlines()) >= kill_after:
-            break
+KILL_POINTS = {"in-grpo-stage": 1, "in-es-stage": 4}  # updates written before the kill; GRPO: 1-3, ES: 4-6
+
+
+@pytest.fixture(scope="module")
+def killed_runs(tmp_path_factory):
+    """`python es_grpo.py` started for each kill point at once (real processes: SIGKILL leaves what a crash
+    leaves), each killed once its metrics.jsonl holds that many updates. name -> run folder."""
+    root, running = tmp_path_factory.mktemp("killed"), {}
+    for name in KILL_POINTS:
+        running[name] = subprocess.Popen([sys.executable, str(ROOT / "es_grpo.py"), *TRAJECTORY_RUN, "--out",
+                                          str(root / name)], cwd=ROOT, stdout=subprocess.DEVNULL,
+                                         stderr=subprocess.DEVNULL)
+    deadline = time.time() + 300
+    while running and time.time() < deadline:
+        for name, process in list(running.items()):
+            metrics = root / name / "metrics.jsonl"
+            if process.poll() is not None or (metrics.exists()
+                                              and len(metrics.read_text().splitlines()) >= KILL_POINTS[name]):
+                process.send_signal(signal.SIGKILL)
+                process.wait()
+                del running[name]
         time.sleep(0.01)
-    process.send_signal(signal.SIGKILL)
-    process.wait()
+    return {name: root / name for name in KILL_POINTS}
+
+
+@pytest.mark.parametrize("point", KILL_POINTS)
+def test_sigkill_then_resume_is_bit_identical_to_an_uninterrupted_run(reference, killed_runs, point):
+    """Killed in each stage, with trajectory points on the way (which must not move the random streams)."""
+    killed = killed_runs[point]
     assert not (killed / "summary.json").exists(), "the run finished before it could be killed"
     resumed = run_es_grpo("--resume", str(killed))
     assert resumed.returncode == 0, resumed.stderr[-2000:]
