@@ -974,7 +974,7 @@ def cmd_reproduce(argv):
     seeds = [int(s) for s in (namespace.seeds or ("0" if quick else "0,1,2")).split(",")]
     steps = namespace.steps or (4 if quick else 200)
     samples = namespace.samples or (16 if quick else 256)
-    small = ["--eval-problems", "6", "--heldout-problems", "3", "--es-population", "4", "--es-prompts", "4",
+    small = ["--eval-problems", "4", "--heldout-problems", "2", "--es-population", "4", "--es-prompts", "4",
              "--grpo-prompts", "4"] if quick else []
     heldout = [] if quick else ["--heldout-problems", "20"]  # claim 5 is measured by forgetting_control
     flags = [*small, *heldout, *run_flags, "--eval-samples", str(samples),
@@ -987,7 +987,7 @@ def cmd_reproduce(argv):
     seeds_of = {name: seeds[:1] if name == "es-grpo" else seeds for name in updates}  # ES->GRPO: in no verdict
     for seed in seeds:
         for name, count in ((name, count) for name, count in updates.items() if seed in seeds_of[name]):
-            every = str(max(1, round(count / (4 if quick else 12))))  # a dozen points on each path (quick: 4)
+            every = str(max(1, round(count / (2 if quick else 12))))  # a dozen points on each path (quick: 2)
             run_argv = [*flags, "--algo", name, "--steps", str(count), "--seed", str(seed), "--eval-every", every]
             folder = out / "runs" / f"{name}-s{seed}"
             if namespace.plan:
@@ -1021,7 +1021,7 @@ def cmd_reproduce(argv):
     population = 4 if quick else args.es_population
     diversity_rows = cmd_diversity([base_model, *cheap, "--population", str(population),
                                     "--samples", str(max(population, 4 if quick else namespace.diversity_samples)),
-                                    "--eval-problems", str(5 if quick else namespace.diversity_problems),
+                                    "--eval-problems", str(3 if quick else namespace.diversity_problems),
                                     "--sigmas", ",".join(f"{args.es_sigma * f:g}" for f in (0.3, 1, 3)),
                                     "--out", str(analyses_out / "diversity")])
     diversity = diversity_rows[f"sigma={args.es_sigma:g}"]

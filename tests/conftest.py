@@ -11,6 +11,12 @@ os.environ.setdefault("HF_HUB_OFFLINE", "1")  # read when huggingface_hub is imp
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
+# One thread for the tests in this process, and the scripts they start: the tiny model's operations are too
+# small for a second thread to pay (quick reproduction: 42 s with 2 threads, 46 s with 1, but 61 s of CPU
+# against 45), and the two-rank launches running meanwhile get the other core.
+os.environ["OMP_NUM_THREADS"] = "1"
+torch.set_num_threads(1)
+
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
@@ -57,7 +63,6 @@ def finished_run(tmp_path_factory):
 @pytest.fixture(scope="session")
 def tiny():
     """The shipped tiny model and its tokenizer."""
-    torch.set_num_threads(2)
     model, tokenizer = es_grpo.load_model("")
     return model.eval(), tokenizer
 
