@@ -109,6 +109,11 @@ def within(ci, band) -> bool | None:
     return True if band[0] <= ci[1] and ci[2] <= band[1] else False if ci[2] < band[0] or ci[1] > band[1] else None
 
 
+def no_gain(ci) -> bool | None:
+    """"X gives no benefit": True if the interval's upper end is below TOLERANCE, False if it is above 0."""
+    return True if ci[2] < TOLERANCE else False if ci[1] > 0 else None
+
+
 def verdict(*conditions) -> str:
     """Every condition met: reproduced; one clearly failed: not reproduced; else inconclusive."""
     if all(c is True for c in conditions):
@@ -658,6 +663,35 @@ def population_sweep(out: Path, argv: list[str], populations: list[int], sequenc
     return rows
 
 
+RAW_ALPHA_SCALES = (8, 25, 80)  # raw rewards' alpha: the z-scored one times these (spread ~0.04 against ~1)
+
+
+def hyperparameter_arms(out: Path, flags: list[str], seeds: list[int], updates: int, tune_updates: int,
+                        scales=RAW_ALPHA_SCALES) -> dict:
+    """Claim 6's z-scoring and antithetic parts, at one model size and the ES runs' settings (`flags`): ES with
+    raw centred rewards (--no-es-zscore) at an alpha chosen on the dev split (a run of tune_updates per
+    candidate, the best dev Pass@1), and ES with antithetic sampling at the z-scored runs' alpha, each seed for
+    `updates` updates. The z-scored arm is the report's ES runs themselves. {arm: [each seed's final row]}, the
+    chosen raw alpha, and the dev Pass@1 of each candidate."""
+    alpha, tuning = es_grpo.parse_args(flags).es_alpha, {}
+    # dev: the built-in dev split, or with --data the file's last problems (held out from training), never --eval-data
+    dev = [flag for i, flag in enumerate(flags)
+           if not (flag.startswith("--eval-data") or (i > 0 and flags[i - 1] == "--eval-data"))]
+    for scale in scales:
+        candidate = f"{alpha * scale:g}"
+        summary = train_run(out / f"tune-raw-alpha{candidate}", [*dev, "--algo", "es", "--no-es-zscore", "--es-alpha",
+                                                                 candidate, "--steps", str(tune_updates), "--seed",
+                                                                 str(seeds[0]), "--eval-split", "dev"])
+        tuning[candidate] = final(summary)["pass@1"]
+    raw_alpha = max(tuning, key=tuning.get)
+    arms = {"raw": ["--no-es-zscore", "--es-alpha", raw_alpha], "antithetic": ["--es-antithetic"]}
+    rows = {arm: [final(train_run(out / f"es-{arm}-s{seed}", [*flags, "--algo", "es", *extra, "--steps", str(updates),
+                                                               "--seed", str(seed)])) for seed in seeds]
+            for arm, extra in arms.items()}
+    return {"rows": rows, "raw_alpha": float(raw_alpha), "tuning": tuning, "updates": updates,
+            "tuned_on_seed": seeds[0]}
+
+
 def cmd_sweep(argv):
     parser = argparse.ArgumentParser(prog="eval.py sweep", description="ES population sizes at equal sequences")
     parser.add_argument("--populations", default="8,16,32", help="comma-separated population sizes N")
@@ -741,8 +775,17 @@ def verdicts(e: dict) -> list[tuple[str, str, str]]:
                    f"held-out Pass@{k} (unsaturated families) after ES minus base {shown(e['es_heldout_change'])}; "
                    f"after GRPO {shown(e['grpo_heldout_change'])}; control, the base plus noise the size of the ES "
                    f"update {shown(e['noise_heldout_change'])}"))
-    claims.append((CLAIMS[6], "not measurable here",
-                   "one model size; ES populations at equal sequences, Pass@1 of the smallest minus the largest "
+    if "zscore_pass1_gain" not in e:  # its runs not trained (eval.py reproduce --with-claim6)
+        claims.append((CLAIMS[6], "not measured", "z-scoring and antithetic runs not trained (--with-claim6); one "
+                       "model size; ES populations at equal sequences, Pass@1 of the smallest minus the largest "
+                       f"{shown(e['sweep_pass1_small_minus_large'])}"))
+        return claims
+    six = (rises(e["zscore_pass1_gain"]), no_gain(e["antithetic_pass1_gain"]), None)  # None: sizes not measured
+    claims.append((CLAIMS[6], verdict(*six),
+                   f"z-scored minus raw rewards (raw alpha {e['raw_alpha']:g}, chosen on dev), Pass@1 "
+                   f"{shown(e['zscore_pass1_gain'])}; antithetic minus plain sampling, Pass@1 "
+                   f"{shown(e['antithetic_pass1_gain'])}; population against model size not measured (one size): "
+                   f"ES populations at equal sequences, Pass@1 of the smallest minus the largest "
                    f"{shown(e['sweep_pass1_small_minus_large'])}"))
     return claims
 
@@ -864,7 +907,7 @@ def pass_at_k_curves(runs: dict) -> dict:
 
 
 def reproduction_evidence(runs: dict, rows: dict, k: int, drift_ratio, drift_rows: dict, sparsity: dict,
-                          diversity: dict, forgetting: dict, sweep: dict) -> dict:
+                          diversity: dict, forgetting: dict, sweep: dict, arms: dict | None = None) -> dict:
     """The named quantities verdicts() reads, each (estimate, low, high)."""
     n = runs["es"]["config"]["eval_samples"]
     end = {name: finals_array(run["finals"], n, k) for name, run in runs.items()}
@@ -901,6 +944,11 @@ def reproduction_evidence(runs: dict, rows: dict, k: int, drift_ratio, drift_row
                     sweep[max(sweep, key=lambda r: sweep[r]["population"])])
     e["sweep_pass1_small_minus_large"] = difference(np.array([per_problem(small["correct"], small["samples"], 1)]),
                                                     np.array([per_problem(large["correct"], large["samples"], 1)]))
+    if arms:  # claim 6: each arm's seeds against the report's ES runs (z-scored, plain sampling), seed for seed
+        arm = {name: finals_array(rows, n, 1) for name, rows in arms["rows"].items()}
+        e["zscore_pass1_gain"] = difference(end1["es"], arm["raw"])
+        e["antithetic_pass1_gain"] = difference(arm["antithetic"], end1["es"])
+        e["raw_alpha"] = arms["raw_alpha"]
     return e
 
 
@@ -967,6 +1015,9 @@ def cmd_reproduce(argv):
     parser.add_argument("--diversity-problems", type=int, default=50, help="problems of the claim-2 measurement")
     parser.add_argument("--diversity-samples", type=int, default=64,
                         help="samples per problem, member and centre (claim 2; at least the population)")
+    parser.add_argument("--with-claim6", action="store_true", help="also train claim 6's runs (ES with raw rewards, "
+                        "alpha chosen on dev, and with antithetic sampling, each seed: about 35 min more on 2 CPU "
+                        "cores); without it the report uses them if OUT/runs holds them. --plan leaves them out")
     parser.add_argument("--plan", action="store_true", help="print each run's flags and exit: to launch them with "
                         "torchrun scale/train.py into OUT/runs, where this command then finds and reuses them")
     namespace, run_flags = parser.parse_known_args(argv)
@@ -1034,10 +1085,18 @@ def cmd_reproduce(argv):
     curves = pass_at_k_curves(runs)
     plot_curves(analyses_out / "pass_at_k", curves, samples)
     plot_paths(analyses_out / "paths", runs, k)
-    evidence = reproduction_evidence(runs, rows, k, drift_ratio, drift_rows, sparsity, diversity, forgetting, sweep)
+    arms, es_updates = None, updates["es"]
+    trained = all((out / "runs" / f"es-{arm}-s{seed}" / "summary.json").exists() for arm in ("raw", "antithetic")
+                  for seed in seeds)
+    if namespace.with_claim6 or trained:
+        log("reproduce: claim 6, ES with raw rewards (alpha chosen on dev) and with antithetic sampling")
+        arms = hyperparameter_arms(out / "runs", flags, seeds, es_updates, max(1, es_updates // 3),
+                                   (8, 80) if quick else RAW_ALPHA_SCALES)
+    evidence = reproduction_evidence(runs, rows, k, drift_ratio, drift_rows, sparsity, diversity, forgetting, sweep,
+                                     arms)
     claims = verdicts(evidence)
     write_report(out, argv, seeds, runs, rows, curves, diversity_rows, drift_rows, sparsity, forgetting, sweep,
-                 claims, k, samples, time.time() - started)
+                 claims, k, samples, time.time() - started, arms)
     (out / "report.json").write_text(json.dumps(
         {"argv": argv, "seeds": seeds, "updates": updates, "claims": claims, "evidence": evidence,
          "comparisons": rows, "curves": curves, "sweep": {n: {k2: v for k2, v in r.items() if k2 != "correct"}
@@ -1051,7 +1110,7 @@ def mean_std(values: list[float]) -> str:
 
 
 def write_report(out: Path, argv, seeds, runs, rows, curves, diversity_rows, drift_rows, sparsity, forgetting, sweep,
-                 claims, k, samples, seconds):
+                 claims, k, samples, seconds, arms=None):
     n = samples
     config = runs["es"]["config"]
     budget = {}
@@ -1146,8 +1205,27 @@ def write_report(out: Path, argv, seeds, runs, rows, curves, diversity_rows, dri
         "and the base model plus Gaussian noise with each tensor's RMS equal to that seed's ES update.", "",
         "![forgetting](analyses/forgetting/forgetting.png)", "",
         markdown_table(forgetting["means"], list(next(iter(forgetting["means"].values()))), "model"), "",
-        "![training curves](analyses/curves/curves.png)", ""]
+        "![training curves](analyses/curves/curves.png)", "", *claim6_section(arms, runs, n, k)]
     (out / "REPORT.md").write_text("\n".join(lines) + "\n")
+
+
+def claim6_section(arms: dict | None, runs: dict, n: int, k: int) -> list[str]:
+    """REPORT.md's lines on z-scoring and antithetic sampling (eval.py reproduce --with-claim6)."""
+    if not arms:
+        return ["## Claim 6: z-scoring and antithetic sampling", "",
+                "Not measured in this report: `python eval.py reproduce --with-claim6` trains its runs.", ""]
+    finals = {"z-scored (the ES runs)": runs["es"]["finals"], **{f"{arm}": rows for arm, rows in arms["rows"].items()}}
+    table = {arm: {f"pass@{kk}": mean_std([float(per_problem(r["correct"], n, kk).mean()) for r in rows])
+                   for kk in (1, k)} for arm, rows in finals.items()}
+    tuning = {f"alpha={alpha}": {"dev pass@1": value} for alpha, value in arms["tuning"].items()}
+    return ["## Claim 6: z-scoring and antithetic sampling, at one model size", "",
+            f"ES for {arms['updates']} updates per seed, otherwise the report's ES settings: z-scored rewards (the ES "
+            f"runs above), raw centred rewards (`--no-es-zscore`: their spread is about 25x smaller, so their "
+            f"alpha was chosen on the `dev` split, each candidate a run of a third as many updates, seed "
+            f"{arms['tuned_on_seed']}), and antithetic sampling "
+            "(`--es-antithetic`, the z-scored alpha). Mean ± std over seeds; the paired intervals are in the "
+            "claims table.", "", markdown_table(table, list(next(iter(table.values()))), "rewards / sampling"),
+            "", markdown_table(tuning, ["dev pass@1"], "raw rewards' candidate"), ""]
 
 
 COMMANDS = {"reproduce": cmd_reproduce, "sweep": cmd_sweep, "drift": cmd_drift, "sparsity": cmd_sparsity,

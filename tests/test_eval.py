@@ -102,19 +102,22 @@ def test_quick_reproduction_report_end_to_end(tmp_path):
         (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps({"numbers": p["numbers"], "target": p["target"]})
                                                         + "\n" for p in problems))
     report_dir = tmp_path / "report"
-    result = run_eval("reproduce", "--quick", "--out", str(report_dir), "--data", str(tmp_path / "train.jsonl"),
+    result = run_eval("reproduce", "--quick", "--with-claim6", "--out", str(report_dir), "--data",
+                      str(tmp_path / "train.jsonl"),
                       "--eval-data", str(tmp_path / "test.jsonl"))
     assert result.returncode == 0, result.stderr[-2000:]
     tmp_path = report_dir
     assert json.loads((tmp_path / "runs" / "es-s0" / "config.json").read_text())["data"].endswith("train.jsonl")
     report = (tmp_path / "REPORT.md").read_text()
     claims = json.loads((tmp_path / "report.json").read_text())["claims"]
-    verdicts = ("reproduced", "not reproduced", "inconclusive", "not measurable here")
+    verdicts = ("reproduced", "not reproduced", "inconclusive")
     assert len(claims) == 6 and all(verdict in verdicts for _, verdict, _ in claims)
     assert all("[" in numbers for _, _, numbers in claims)  # every verdict shows its intervals
     for run in ("grpo-s0", "es-s0", "grpo-es-s0", "es-grpo-s0"):
         assert (tmp_path / "runs" / run / "summary.json").exists()
     assert "| GRPO->ES |" in report and "## Claims" in report and "## Budgets" in report
+    assert "| raw |" in report and "| antithetic |" in report and "raw rewards' candidate" in report  # claim 6
+    assert claims[5][1] in ("reproduced", "not reproduced", "inconclusive") and "chosen on dev" in claims[5][2]
     assert all((tmp_path / "analyses" / name / f"{name}.png").exists()
                for name in ("drift", "sparsity", "diversity", "curves", "pass_at_k", "paths"))
 
@@ -155,14 +158,17 @@ def evidence(**changes):
     (4, {"drift_ratio": (5.0, 4.0, 6.0)}, "not reproduced"),  # the old report's 5x
     (4, {"sparse_minus_random": UNSURE}, "inconclusive"),  # a random mask keeps as much
     (5, {"es_heldout_change": DOWN}, "not reproduced"),
+    (6, {}, "not measured"),  # the z-scoring and antithetic runs not trained
+    (6, {"zscore_pass1_gain": UP, "antithetic_pass1_gain": KEPT}, "inconclusive"),  # sizes: one only
+    (6, {"zscore_pass1_gain": DOWN, "antithetic_pass1_gain": KEPT}, "not reproduced"),  # raw rewards did better
+    (6, {"antithetic_pass1_gain": UP, "zscore_pass1_gain": UP}, "not reproduced"),  # mirrored sampling helped
 ])
 def test_each_verdict_comes_out_each_way_on_hand_made_numbers(claim, changes, expected):
-    claims = analyses.verdicts(evidence(**changes))
+    claims = analyses.verdicts(evidence(**changes, **({"raw_alpha": 5e-3} if claim == 6 and changes else {})))
     assert claims[claim - 1][1] == expected
     if changes:  # the changed number is shown, with its interval, in the evidence text
         ci = next(iter(changes.values()))
         assert any(analyses.shown(ci, digits) in claims[claim - 1][2] for digits in (1, 2, 3, 4))
-    assert claims[5][1] == "not measurable here"
 
 
 def test_paired_bootstrap_pairs_problems_resamples_seeds_and_covers_the_mean():
