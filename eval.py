@@ -724,6 +724,7 @@ CLAIMS = {1: "ES raises Pass@1 and keeps Pass@K; GRPO's entropy collapses and it
           5: "No catastrophic forgetting after ES on held-out tasks",
           6: "Larger models need smaller populations; z-scoring helps; antithetic sampling does not"}
 PAPER_SPARSITY = 0.78  # claim 4: zeroing about 78% of the ES update keeps Pass@1
+PAPER_STEP_RATIO = 2.5e-4 * math.sqrt(31) / 32 / 1e-6  # ES's per-coordinate step over GRPO's lr, paper: ~43.5
 CALIBRATED_GRPO = ["--grpo-lr", "3e-6"]  # tiny preset, tuned on dev: README, "How the tiny preset was chosen"
 LABELS = {"base": "base", "grpo": "GRPO", "es": "ES", "grpo-es": "GRPO->ES", "es-grpo": "ES->GRPO"}
 
@@ -770,13 +771,15 @@ def verdicts(e: dict) -> list[tuple[str, str, str]]:
                    f"{shown(e['sparse_pass1_change'])}, minus a random mask's of the same sparsity "
                    f"{shown(e['sparse_minus_random'])}, share of the gain kept {shown(e['sparse_gain_kept'], 2)}; "
                    f"a null ES run (no signal) drifts {e['null_drift_share']:.2f}x as far as ES and changes Pass@1 "
-                   f"by {shown(e['null_pass1_change'])}"))
+                   f"by {shown(e['null_pass1_change'])}" + (
+                       f"; control, GRPO at the paper's per-step ratio (lr {e['paper_steps_lr']:.3g}): drift ratio "
+                       f"{shown(e['drift_ratio_paper_steps'], 1)}" if "drift_ratio_paper_steps" in e else "")))
     claims.append((CLAIMS[5], verdict(keeps(e["es_heldout_change"])),
                    f"held-out Pass@{k} (unsaturated families) after ES minus base {shown(e['es_heldout_change'])}; "
                    f"after GRPO {shown(e['grpo_heldout_change'])}; control, the base plus noise the size of the ES "
                    f"update {shown(e['noise_heldout_change'])}"))
-    if "zscore_pass1_gain" not in e:  # its runs not trained (eval.py reproduce --with-claim6)
-        claims.append((CLAIMS[6], "not measured", "z-scoring and antithetic runs not trained (--with-claim6); one "
+    if "zscore_pass1_gain" not in e:  # its runs not trained (eval.py reproduce --parts ...,claim6)
+        claims.append((CLAIMS[6], "not measured", "z-scoring and antithetic runs not trained (--parts claim6); one "
                        "model size; ES populations at equal sequences, Pass@1 of the smallest minus the largest "
                        f"{shown(e['sweep_pass1_small_minus_large'])}"))
         return claims
@@ -1015,12 +1018,17 @@ def cmd_reproduce(argv):
     parser.add_argument("--diversity-problems", type=int, default=50, help="problems of the claim-2 measurement")
     parser.add_argument("--diversity-samples", type=int, default=64,
                         help="samples per problem, member and centre (claim 2; at least the population)")
-    parser.add_argument("--with-claim6", action="store_true", help="also train claim 6's runs (ES with raw rewards, "
-                        "alpha chosen on dev, and with antithetic sampling, each seed: about 35 min more on 2 CPU "
-                        "cores); without it the report uses them if OUT/runs holds them. --plan leaves them out")
+    parser.add_argument("--parts", default="claims", help="comma-separated: claims (the runs of claims 1-5 and "
+                        "the analyses: always), claim6 (ES with raw rewards, alpha chosen on dev, and with "
+                        "antithetic sampling, each seed: about 35 min more on 2 CPU cores), paper-steps (GRPO at the "
+                        "learning rate that gives the paper's per-step ES/GRPO ratio, each seed: about 15 min more). "
+                        "A part not asked for is still reported if OUT/runs holds its runs. --plan lists the claims "
+                        "runs only")
     parser.add_argument("--plan", action="store_true", help="print each run's flags and exit: to launch them with "
                         "torchrun scale/train.py into OUT/runs, where this command then finds and reuses them")
     namespace, run_flags = parser.parse_known_args(argv)
+    if set(namespace.parts.split(",")) - {"claims", "claim6", "paper-steps"}:
+        parser.error(f"--parts {namespace.parts}: the parts are claims, claim6 and paper-steps")
     quick, started = namespace.quick, time.time()
     seeds = [int(s) for s in (namespace.seeds or ("0" if quick else "0,1,2")).split(",")]
     steps = namespace.steps or (4 if quick else 200)
@@ -1085,15 +1093,28 @@ def cmd_reproduce(argv):
     curves = pass_at_k_curves(runs)
     plot_curves(analyses_out / "pass_at_k", curves, samples)
     plot_paths(analyses_out / "paths", runs, k)
+    parts = set(namespace.parts.split(","))
     arms, es_updates = None, updates["es"]
     trained = all((out / "runs" / f"es-{arm}-s{seed}" / "summary.json").exists() for arm in ("raw", "antithetic")
                   for seed in seeds)
-    if namespace.with_claim6 or trained:
+    if "claim6" in parts or trained:
         log("reproduce: claim 6, ES with raw rewards (alpha chosen on dev) and with antithetic sampling")
         arms = hyperparameter_arms(out / "runs", flags, seeds, es_updates, max(1, es_updates // 3),
                                    (8, 80) if quick else RAW_ALPHA_SCALES)
     evidence = reproduction_evidence(runs, rows, k, drift_ratio, drift_rows, sparsity, diversity, forgetting, sweep,
                                      arms)
+    paper_lr = args.es_alpha * math.sqrt(args.es_population - 1) / args.es_population / PAPER_STEP_RATIO
+    folders = [out / "runs" / f"grpo-paper-steps-s{seed}" for seed in seeds]
+    if "paper-steps" in parts or all((folder / "summary.json").exists() for folder in folders):
+        log(f"reproduce: GRPO at lr {paper_lr:.3g}, the paper's per-step ratio to ES ({PAPER_STEP_RATIO:.1f})")
+        for seed, folder in zip(seeds, folders):
+            train_run(folder, [*flags, "--algo", "grpo", "--grpo-lr", f"{paper_lr:.3g}", "--steps",
+                               str(updates["grpo"]), "--seed", str(seed)])
+        evidence["drift_ratio_paper_steps"] = bootstrap(lambda m: m["r"], {"r": np.array([[
+            drift(base_weights, named_weights(load(es, args)[0]))["total"]
+            / drift(base_weights, named_weights(load(str(folder / "stage1-grpo"), args)[0]))["total"]]
+            for es, folder in zip(es_models, folders)])})
+        evidence["paper_steps_lr"] = paper_lr
     claims = verdicts(evidence)
     write_report(out, argv, seeds, runs, rows, curves, diversity_rows, drift_rows, sparsity, forgetting, sweep,
                  claims, k, samples, time.time() - started, arms)
@@ -1210,10 +1231,10 @@ def write_report(out: Path, argv, seeds, runs, rows, curves, diversity_rows, dri
 
 
 def claim6_section(arms: dict | None, runs: dict, n: int, k: int) -> list[str]:
-    """REPORT.md's lines on z-scoring and antithetic sampling (eval.py reproduce --with-claim6)."""
+    """REPORT.md's lines on z-scoring and antithetic sampling (eval.py reproduce --parts claims,claim6)."""
     if not arms:
         return ["## Claim 6: z-scoring and antithetic sampling", "",
-                "Not measured in this report: `python eval.py reproduce --with-claim6` trains its runs.", ""]
+                "Not measured in this report: `python eval.py reproduce --parts claims,claim6` trains its runs.", ""]
     finals = {"z-scored (the ES runs)": runs["es"]["finals"], **{f"{arm}": rows for arm, rows in arms["rows"].items()}}
     table = {arm: {f"pass@{kk}": mean_std([float(per_problem(r["correct"], n, kk).mean()) for r in rows])
                    for kk in (1, k)} for arm, rows in finals.items()}
