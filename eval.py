@@ -1216,6 +1216,7 @@ def write_report(out: Path, argv, seeds, runs, rows, curves, diversity_rows, dri
         "in the claims table: over seeds); the ES update with its smallest coordinates zeroed (tau a quantile "
         "of |delta|) against a random mask of the same sparsity; ES populations at equal sequences.", "",
         markdown_table(drift_rows["drift"], list(next(iter(drift_rows["drift"].values()))), "model"), "",
+        *module_ranking(drift_rows["drift"]),
         markdown_table(sparsity["rows"], ["mask", "sparsity", "pass@1", "pass@1_kept", "gain_kept"], "update"), "",
         markdown_table(sweep, ["updates", "sequences", "pass@1", "pass@16", "pass@64"], "population"), "",
         "![drift](analyses/drift/drift.png)", "", "![sparsity](analyses/sparsity/sparsity.png)", "",
@@ -1228,6 +1229,17 @@ def write_report(out: Path, argv, seeds, runs, rows, curves, diversity_rows, dri
         markdown_table(forgetting["means"], list(next(iter(forgetting["means"].values()))), "model"), "",
         "![training curves](analyses/curves/curves.png)", "", *claim6_section(arms, runs, n, k)]
     (out / "REPORT.md").write_text("\n".join(lines) + "\n")
+
+
+def module_ranking(drifts: dict) -> list[str]:
+    """Claim 4's module-kind part: the kinds by relative drift, largest first, for the ES and GRPO models,
+    beside the paper's ranking."""
+    order = lambda row: " > ".join(sorted((k for k in row if k != "total"), key=row.get, reverse=True))  # noqa: E731
+    es_row, grpo_row = list(drifts.values())[:2]
+    tied = "lm_head" not in es_row  # named_parameters lists a tied head once, as the embeddings
+    return [f"Module kinds by drift, largest first: ES {order(es_row)}; GRPO {order(grpo_row)}. The paper: ES's "
+            "largest changes in norm layers and attention, GRPO's in the embeddings and the LM head."
+            + (" This model ties its LM head to its embeddings, so the two are one kind here." if tied else ""), ""]
 
 
 def claim6_section(arms: dict | None, runs: dict, n: int, k: int) -> list[str]:
