@@ -839,10 +839,11 @@ def train_stage(run: Context, name: str, updates: int, offset: int, metrics, res
     """Run one stage (es or grpo) for `updates` updates, from `resume` (its checkpoint) if given; append a
     metrics line per update and call save(state) every args.save_every updates and at the end."""
     args, model, ranks, params = run.args, run.model, run.ranks, list(run.model.parameters())
-    checked = params  # what must stay finite and agree across processes
+    checked, home = params, params[0].device  # what must stay finite and agree across ranks; model place
     if name == "es":  # what ES keeps between updates: the fp32 master weights (departure 4)
         checked = master = resume["master"] if resume else master_weights(params)
-        # the weights members are built in: the model's own, or an engine's (scale/vllm_rollout.py)
+        # the weights members are built in: the model's own, or an engine's (scale/vllm_rollout.py; the model
+        # then waits in host memory until the stage ends)
         members = run.generate.es_weights(model) if hasattr(run.generate, "es_weights") else params
         prompts = args.es_prompts
         def state():  # the model takes the master's values before it is saved (an engine's members skip it)
@@ -890,6 +891,7 @@ def train_stage(run: Context, name: str, updates: int, offset: int, metrics, res
                   f"{extra} {seconds:.2f}s {line['seq_per_s']:.0f} seq/s")
         if update + 1 == updates or (args.save_every and (update + 1) % args.save_every == 0):
             save({"update": update + 1, "totals": totals, "rng": rng.getstate(), **state()})
+    model.to(home)
     return totals
 
 def evaluation_sets(args: Args, tokenizer):

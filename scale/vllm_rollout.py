@@ -142,8 +142,10 @@ class VLLMRollout:
         """ES inside the engine (es_grpo.train_stage asks for this): one EngineWeight per parameter of the
         model, in its order. A member is built in the engine from the fp32 master and its seed, per tensor
         (master + sigma * eps, eps drawn on the engine's device), restored from the master, and updated there:
-        only weights the model does not have. The model itself follows the master when a checkpoint is saved."""
+        only weights the model does not have. The model itself moves to host memory for the stage and follows
+        the master when a checkpoint is saved."""
         self.start()
+        model.to("cpu")  # waits in host memory (es_grpo.train_stage brings it back when the stage ends)
         self.sync(model)  # from here the model is unchanged until the stage saves, so no sync reloads it
         device = self.engine.collective_rpc("es_grpo_device")[0]
         return [EngineWeight(self, name, param, device) for name, param in model.named_parameters()]
