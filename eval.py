@@ -692,6 +692,31 @@ def hyperparameter_arms(out: Path, flags: list[str], seeds: list[int], updates: 
             "tuned_on_seed": seeds[0]}
 
 
+MODEL_SIZES = {  # claim 6's third part: the shipped model (0.86M parameters) and two others shaped like it
+    "smaller": ["--hidden-size", "64", "--intermediate-size", "192", "--layers", "2", "--heads", "2"],
+    "shipped": [],
+    "larger": ["--hidden-size", "192", "--intermediate-size", "576", "--layers", "6", "--heads", "6"]}
+
+
+def size_sweeps(out: Path, argv: list[str], populations: list[int], sequences: int, prompts: int,
+                shipped: dict, pretrain_flags: list[str]) -> dict:
+    """The population sweep on models of several sizes: the shipped model's (`shipped`, population_sweep's rows)
+    and others pretrained here as it was (es_grpo.py pretrain with the size flags of MODEL_SIZES and
+    pretrain_flags; kept in OUT/models). {size: {"parameters": count, "rows": the sweep's rows}}"""
+    from tiny_model.pretrain import main as pretrain
+    result = {}
+    for size, shape in MODEL_SIZES.items():
+        model = str(out / "models" / size) if shape else str(es_grpo.TINY_MODEL)
+        if shape and not (Path(model) / "pretrain.json").exists():
+            log(f"reproduce: pretraining the {size} model ({' '.join(shape)})")
+            pretrain([*shape, *pretrain_flags, "--out", model])
+        rows = shipped if not shape else population_sweep(out / "runs" / f"size-{size}", [*argv, "--model", model],
+                                                          populations, sequences, prompts)
+        count = sum(p.numel() for p in load(model, es_grpo.parse_args(argv))[0].parameters())
+        result[size] = {"parameters": count, "rows": rows}
+    return result
+
+
 def cmd_sweep(argv):
     parser = argparse.ArgumentParser(prog="eval.py sweep", description="ES population sizes at equal sequences")
     parser.add_argument("--populations", default="8,16,32", help="comma-separated population sizes N")
@@ -783,13 +808,16 @@ def verdicts(e: dict) -> list[tuple[str, str, str]]:
                        "model size; ES populations at equal sequences, Pass@1 of the smallest minus the largest "
                        f"{shown(e['sweep_pass1_small_minus_large'])}"))
         return claims
-    six = (rises(e["zscore_pass1_gain"]), no_gain(e["antithetic_pass1_gain"]), None)  # None: sizes not measured
+    interaction = e.get("size_population_interaction")
+    six = (rises(e["zscore_pass1_gain"]), no_gain(e["antithetic_pass1_gain"]), interaction and rises(interaction))
     claims.append((CLAIMS[6], verdict(*six),
                    f"z-scored minus raw rewards (raw alpha {e['raw_alpha']:g}, chosen on dev), Pass@1 "
                    f"{shown(e['zscore_pass1_gain'])}; antithetic minus plain sampling, Pass@1 "
-                   f"{shown(e['antithetic_pass1_gain'])}; population against model size not measured (one size): "
-                   f"ES populations at equal sequences, Pass@1 of the smallest minus the largest "
-                   f"{shown(e['sweep_pass1_small_minus_large'])}"))
+                   f"{shown(e['antithetic_pass1_gain'])}; " + (
+                       "smallest minus largest population's Pass@1 (equal sequences), largest model minus smallest: "
+                       f"{shown(interaction)}" if interaction else "population against model size not measured (one "
+                       "size): ES populations at equal sequences, Pass@1 of the smallest minus the largest "
+                       f"{shown(e['sweep_pass1_small_minus_large'])}")))
     return claims
 
 
@@ -910,7 +938,8 @@ def pass_at_k_curves(runs: dict) -> dict:
 
 
 def reproduction_evidence(runs: dict, rows: dict, k: int, drift_ratio, drift_rows: dict, sparsity: dict,
-                          diversity: dict, forgetting: dict, sweep: dict, arms: dict | None = None) -> dict:
+                          diversity: dict, forgetting: dict, sweep: dict, arms: dict | None = None,
+                          sizes: dict | None = None) -> dict:
     """The named quantities verdicts() reads, each (estimate, low, high)."""
     n = runs["es"]["config"]["eval_samples"]
     end = {name: finals_array(run["finals"], n, k) for name, run in runs.items()}
@@ -952,6 +981,14 @@ def reproduction_evidence(runs: dict, rows: dict, k: int, drift_ratio, drift_row
         e["zscore_pass1_gain"] = difference(end1["es"], arm["raw"])
         e["antithetic_pass1_gain"] = difference(arm["antithetic"], end1["es"])
         e["raw_alpha"] = arms["raw_alpha"]
+    if sizes:  # claim 6: how much better the smallest population does than the largest, larger minus smaller model
+        def small_minus_large(rows):
+            by_n = sorted(rows.values(), key=lambda r: r["population"])
+            return [np.array([per_problem(r["correct"], r["samples"], 1)]) for r in (by_n[0], by_n[-1])]
+        (ss, sl), (ls, ll) = (small_minus_large(sizes[size]["rows"]) for size in (min(sizes, key=lambda z: sizes[z][
+            "parameters"]), max(sizes, key=lambda z: sizes[z]["parameters"])))
+        e["size_population_interaction"] = bootstrap(lambda m: (m["ls"] - m["ll"]) - (m["ss"] - m["sl"]),
+                                                     {"ss": ss, "sl": sl, "ls": ls, "ll": ll})
     return e
 
 
@@ -1021,14 +1058,15 @@ def cmd_reproduce(argv):
     parser.add_argument("--parts", default="claims", help="comma-separated: claims (the runs of claims 1-5 and "
                         "the analyses: always), claim6 (ES with raw rewards, alpha chosen on dev, and with "
                         "antithetic sampling, each seed: about 35 min more on 2 CPU cores), paper-steps (GRPO at the "
-                        "learning rate that gives the paper's per-step ES/GRPO ratio, each seed: about 15 min more). "
-                        "A part not asked for is still reported if OUT/runs holds its runs. --plan lists the claims "
-                        "runs only")
+                        "learning rate that gives the paper's per-step ES/GRPO ratio, each seed: about 15 min more), "
+                        "sizes (two more model sizes pretrained like the shipped one, each with the population "
+                        "sweep: hours on 2 CPU cores). A part not asked for is still reported if OUT holds its "
+                        "runs. --plan lists the claims runs only")
     parser.add_argument("--plan", action="store_true", help="print each run's flags and exit: to launch them with "
                         "torchrun scale/train.py into OUT/runs, where this command then finds and reuses them")
     namespace, run_flags = parser.parse_known_args(argv)
-    if set(namespace.parts.split(",")) - {"claims", "claim6", "paper-steps"}:
-        parser.error(f"--parts {namespace.parts}: the parts are claims, claim6 and paper-steps")
+    if set(namespace.parts.split(",")) - {"claims", "claim6", "paper-steps", "sizes"}:
+        parser.error(f"--parts {namespace.parts}: the parts are claims, claim6, paper-steps and sizes")
     quick, started = namespace.quick, time.time()
     seeds = [int(s) for s in (namespace.seeds or ("0" if quick else "0,1,2")).split(",")]
     steps = namespace.steps or (4 if quick else 200)
@@ -1101,8 +1139,13 @@ def cmd_reproduce(argv):
         log("reproduce: claim 6, ES with raw rewards (alpha chosen on dev) and with antithetic sampling")
         arms = hyperparameter_arms(out / "runs", flags, seeds, es_updates, max(1, es_updates // 3),
                                    (8, 80) if quick else RAW_ALPHA_SCALES)
+    sizes = None
+    if "sizes" in parts or (out / "models" / "larger" / "pretrain.json").exists():
+        sizes = size_sweeps(out, [*small, *run_flags, "--eval-samples", str(min(samples, 64))],
+                            [2, 4] if quick else [8, 16, 32], 64 if quick else 32 * 64 * 25, 8 if quick else 64,
+                            sweep, ["--steps", "2", "--batch", "8"] if quick else [])
     evidence = reproduction_evidence(runs, rows, k, drift_ratio, drift_rows, sparsity, diversity, forgetting, sweep,
-                                     arms)
+                                     arms, sizes)
     paper_lr = args.es_alpha * math.sqrt(args.es_population - 1) / args.es_population / PAPER_STEP_RATIO
     folders = [out / "runs" / f"grpo-paper-steps-s{seed}" for seed in seeds]
     if "paper-steps" in parts or all((folder / "summary.json").exists() for folder in folders):
@@ -1117,7 +1160,7 @@ def cmd_reproduce(argv):
         evidence["paper_steps_lr"] = paper_lr
     claims = verdicts(evidence)
     write_report(out, argv, seeds, runs, rows, curves, diversity_rows, drift_rows, sparsity, forgetting, sweep,
-                 claims, k, samples, time.time() - started, arms)
+                 claims, k, samples, time.time() - started, arms, sizes)
     (out / "report.json").write_text(json.dumps(
         {"argv": argv, "seeds": seeds, "updates": updates, "claims": claims, "evidence": evidence,
          "comparisons": rows, "curves": curves, "sweep": {n: {k2: v for k2, v in r.items() if k2 != "correct"}
@@ -1131,7 +1174,7 @@ def mean_std(values: list[float]) -> str:
 
 
 def write_report(out: Path, argv, seeds, runs, rows, curves, diversity_rows, drift_rows, sparsity, forgetting, sweep,
-                 claims, k, samples, seconds, arms=None):
+                 claims, k, samples, seconds, arms=None, sizes=None):
     n = samples
     config = runs["es"]["config"]
     budget = {}
@@ -1227,7 +1270,8 @@ def write_report(out: Path, argv, seeds, runs, rows, curves, diversity_rows, dri
         "and the base model plus Gaussian noise with each tensor's RMS equal to that seed's ES update.", "",
         "![forgetting](analyses/forgetting/forgetting.png)", "",
         markdown_table(forgetting["means"], list(next(iter(forgetting["means"].values()))), "model"), "",
-        "![training curves](analyses/curves/curves.png)", "", *claim6_section(arms, runs, n, k)]
+        "![training curves](analyses/curves/curves.png)", "", *claim6_section(arms, runs, n, k),
+        *sizes_section(sizes)]
     (out / "REPORT.md").write_text("\n".join(lines) + "\n")
 
 
@@ -1240,6 +1284,18 @@ def module_ranking(drifts: dict) -> list[str]:
     return [f"Module kinds by drift, largest first: ES {order(es_row)}; GRPO {order(grpo_row)}. The paper: ES's "
             "largest changes in norm layers and attention, GRPO's in the embeddings and the LM head."
             + (" This model ties its LM head to its embeddings, so the two are one kind here." if tied else ""), ""]
+
+
+def sizes_section(sizes: dict | None) -> list[str]:
+    """REPORT.md's lines on population against model size (eval.py reproduce --parts ...,sizes)."""
+    if not sizes:
+        return []
+    table = {f"{size} ({entry['parameters'] / 1e6:.2f}M)": {name: row["pass@1"] for name, row in entry["rows"].items()}
+             for size, entry in sizes.items()}
+    return ["## Claim 6: population size against model size", "",
+            "ES population sweeps at equal sequences (the sweep above) on the shipped model and on models "
+            "pretrained here as it was, with other widths and depths (`OUT/models`); Pass@1 on the evaluation "
+            "set, one seed each.", "", markdown_table(table, list(next(iter(table.values()))), "model"), ""]
 
 
 def claim6_section(arms: dict | None, runs: dict, n: int, k: int) -> list[str]:

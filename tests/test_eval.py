@@ -102,7 +102,7 @@ def test_quick_reproduction_report_end_to_end(tmp_path):
         (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps({"numbers": p["numbers"], "target": p["target"]})
                                                         + "\n" for p in problems))
     report_dir = tmp_path / "report"
-    result = run_eval("reproduce", "--quick", "--parts", "claims,claim6,paper-steps", "--out", str(report_dir),
+    result = run_eval("reproduce", "--quick", "--parts", "claims,claim6,paper-steps,sizes", "--out", str(report_dir),
                       "--data", str(tmp_path / "train.jsonl"), "--eval-data", str(tmp_path / "test.jsonl"))
     assert result.returncode == 0, result.stderr[-2000:]
     tmp_path = report_dir
@@ -118,6 +118,7 @@ def test_quick_reproduction_report_end_to_end(tmp_path):
     assert "| raw |" in report and "| antithetic |" in report and "raw rewards' candidate" in report  # claim 6
     assert claims[5][1] in ("reproduced", "not reproduced", "inconclusive") and "chosen on dev" in claims[5][2]
     assert "GRPO at the paper's per-step ratio" in claims[3][2]  # claim 4's drift control
+    assert "largest model minus smallest" in claims[5][2] and "population size against model size" in report
     assert all((tmp_path / "analyses" / name / f"{name}.png").exists()
                for name in ("drift", "sparsity", "diversity", "curves", "pass_at_k", "paths"))
 
@@ -162,6 +163,9 @@ def evidence(**changes):
     (6, {"zscore_pass1_gain": UP, "antithetic_pass1_gain": KEPT}, "inconclusive"),  # sizes: one only
     (6, {"zscore_pass1_gain": DOWN, "antithetic_pass1_gain": KEPT}, "not reproduced"),  # raw rewards did better
     (6, {"antithetic_pass1_gain": UP, "zscore_pass1_gain": UP}, "not reproduced"),  # mirrored sampling helped
+    (6, {"size_population_interaction": UP, "zscore_pass1_gain": UP, "antithetic_pass1_gain": KEPT}, "reproduced"),
+    (6, {"size_population_interaction": DOWN, "zscore_pass1_gain": UP, "antithetic_pass1_gain": KEPT},
+     "not reproduced"),  # the larger model gains more from a larger population
 ])
 def test_each_verdict_comes_out_each_way_on_hand_made_numbers(claim, changes, expected):
     claims = analyses.verdicts(evidence(**changes, **({"raw_alpha": 5e-3} if claim == 6 and changes else {})))
