@@ -692,7 +692,7 @@ def hyperparameter_arms(out: Path, flags: list[str], seeds: list[int], updates: 
             "tuned_on_seed": seeds[0]}
 
 
-MODEL_SIZES = {  # claim 6's third part: the shipped model (0.86M parameters) and two others shaped like it
+MODEL_SIZES = {  # claim 6's third part: the shipped model (0.86M parameters), one of 0.11M and one of 2.9M
     "smaller": ["--hidden-size", "64", "--intermediate-size", "192", "--layers", "2", "--heads", "2"],
     "shipped": [],
     "larger": ["--hidden-size", "192", "--intermediate-size", "576", "--layers", "6", "--heads", "6"]}
