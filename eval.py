@@ -717,6 +717,24 @@ def size_sweeps(out: Path, argv: list[str], populations: list[int], sequences: i
     return result
 
 
+def untied_drift(out: Path, flags: list[str], seed: int, es_updates: int, grpo_updates: int, analysis_flags: list[str],
+                 pretrain_flags: list[str]) -> dict:
+    """Claim 4's module kinds on a model whose LM head is not its embedding matrix: the shipped model pretrained
+    again with --no-tie-embeddings (OUT/models/untied), trained by ES and by GRPO with the report's settings
+    (one seed), and eval.py drift per module kind."""
+    from tiny_model.pretrain import main as pretrain
+    model = out / "models" / "untied"
+    if not (model / "pretrain.json").exists():
+        log("reproduce: pretraining the shipped model again with an LM head of its own")
+        pretrain(["--no-tie-embeddings", *pretrain_flags, "--out", str(model)])
+    trained = []
+    for algo, steps in (("es", es_updates), ("grpo", grpo_updates)):
+        folder = out / "runs" / f"untied-{algo}-s{seed}"
+        train_run(folder, [*flags, "--model", str(model), "--algo", algo, "--steps", str(steps), "--seed", str(seed)])
+        trained.append(str(folder / f"stage1-{algo}"))
+    return cmd_drift([str(model), *trained, *analysis_flags, "--out", str(out / "analyses" / "drift-untied")])
+
+
 def cmd_sweep(argv):
     parser = argparse.ArgumentParser(prog="eval.py sweep", description="ES population sizes at equal sequences")
     parser.add_argument("--populations", default="8,16,32", help="comma-separated population sizes N")
@@ -1060,13 +1078,14 @@ def cmd_reproduce(argv):
                         "antithetic sampling, each seed: about 35 min more on 2 CPU cores), paper-steps (GRPO at the "
                         "learning rate that gives the paper's per-step ES/GRPO ratio, each seed: about 15 min more), "
                         "sizes (two more model sizes pretrained like the shipped one, each with the population "
-                        "sweep: hours on 2 CPU cores). A part not asked for is still reported if OUT holds its "
-                        "runs. --plan lists the claims runs only")
+                        "sweep: hours on 2 CPU cores), untied (the shipped model pretrained again with its own LM "
+                        "head, then trained by ES and GRPO, seed 0: drift per module kind; about an hour). A part "
+                        "not asked for is still reported if OUT holds its runs. --plan lists the claims runs only")
     parser.add_argument("--plan", action="store_true", help="print each run's flags and exit: to launch them with "
                         "torchrun scale/train.py into OUT/runs, where this command then finds and reuses them")
     namespace, run_flags = parser.parse_known_args(argv)
-    if set(namespace.parts.split(",")) - {"claims", "claim6", "paper-steps", "sizes"}:
-        parser.error(f"--parts {namespace.parts}: the parts are claims, claim6, paper-steps and sizes")
+    if set(namespace.parts.split(",")) - {"claims", "claim6", "paper-steps", "sizes", "untied"}:
+        parser.error(f"--parts {namespace.parts}: the parts are claims, claim6, paper-steps, sizes and untied")
     quick, started = namespace.quick, time.time()
     seeds = [int(s) for s in (namespace.seeds or ("0" if quick else "0,1,2")).split(",")]
     steps = namespace.steps or (4 if quick else 200)
@@ -1144,6 +1163,10 @@ def cmd_reproduce(argv):
         sizes = size_sweeps(out, [*small, *run_flags, "--eval-samples", str(min(samples, 64))],
                             [2, 4] if quick else [8, 16, 32], 64 if quick else 32 * 64 * 25, 8 if quick else 64,
                             sweep, ["--steps", "2", "--batch", "8"] if quick else [])
+    untied = None
+    if "untied" in parts or (out / "models" / "untied" / "pretrain.json").exists():
+        untied = untied_drift(out, flags, seeds[0], updates["es"], updates["grpo"], cheap,
+                              ["--steps", "2", "--batch", "8"] if quick else [])
     evidence = reproduction_evidence(runs, rows, k, drift_ratio, drift_rows, sparsity, diversity, forgetting, sweep,
                                      arms, sizes)
     paper_lr = args.es_alpha * math.sqrt(args.es_population - 1) / args.es_population / PAPER_STEP_RATIO
@@ -1160,7 +1183,7 @@ def cmd_reproduce(argv):
         evidence["paper_steps_lr"] = paper_lr
     claims = verdicts(evidence)
     write_report(out, argv, seeds, runs, rows, curves, diversity_rows, drift_rows, sparsity, forgetting, sweep,
-                 claims, k, samples, time.time() - started, arms, sizes)
+                 claims, k, samples, time.time() - started, arms, sizes, untied)
     (out / "report.json").write_text(json.dumps(
         {"argv": argv, "seeds": seeds, "updates": updates, "claims": claims, "evidence": evidence,
          "comparisons": rows, "curves": curves, "sweep": {n: {k2: v for k2, v in r.items() if k2 != "correct"}
@@ -1174,7 +1197,7 @@ def mean_std(values: list[float]) -> str:
 
 
 def write_report(out: Path, argv, seeds, runs, rows, curves, diversity_rows, drift_rows, sparsity, forgetting, sweep,
-                 claims, k, samples, seconds, arms=None, sizes=None):
+                 claims, k, samples, seconds, arms=None, sizes=None, untied=None):
     n = samples
     config = runs["es"]["config"]
     budget = {}
@@ -1260,6 +1283,10 @@ def write_report(out: Path, argv, seeds, runs, rows, curves, diversity_rows, dri
         "of |delta|) against a random mask of the same sparsity; ES populations at equal sequences.", "",
         markdown_table(drift_rows["drift"], list(next(iter(drift_rows["drift"].values()))), "model"), "",
         *module_ranking(drift_rows["drift"]),
+        *(["With an LM head of its own (the shipped model pretrained again with `--no-tie-embeddings`; seed "
+           f"{seeds[0]}'s ES and GRPO runs on it):", "",
+           markdown_table(untied["drift"], list(next(iter(untied["drift"].values()))), "model"), "",
+           *module_ranking(untied["drift"])] if untied else []),
         markdown_table(sparsity["rows"], ["mask", "sparsity", "pass@1", "pass@1_kept", "gain_kept"], "update"), "",
         markdown_table(sweep, ["updates", "sequences", "pass@1", "pass@16", "pass@64"], "population"), "",
         "![drift](analyses/drift/drift.png)", "", "![sparsity](analyses/sparsity/sparsity.png)", "",

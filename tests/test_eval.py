@@ -102,8 +102,9 @@ def test_quick_reproduction_report_end_to_end(tmp_path):
         (tmp_path / f"{name}.jsonl").write_text("".join(json.dumps({"numbers": p["numbers"], "target": p["target"]})
                                                         + "\n" for p in problems))
     report_dir = tmp_path / "report"
-    result = run_eval("reproduce", "--quick", "--parts", "claims,claim6,paper-steps,sizes", "--out", str(report_dir),
-                      "--data", str(tmp_path / "train.jsonl"), "--eval-data", str(tmp_path / "test.jsonl"))
+    data = ["--data", str(tmp_path / "train.jsonl"), "--eval-data", str(tmp_path / "test.jsonl")]
+    result = run_eval("reproduce", "--quick", "--parts", "claims,claim6,paper-steps,sizes,untied", "--out",
+                      str(report_dir), *data)
     assert result.returncode == 0, result.stderr[-2000:]
     tmp_path = report_dir
     assert json.loads((tmp_path / "runs" / "es-s0" / "config.json").read_text())["data"].endswith("train.jsonl")
@@ -119,6 +120,8 @@ def test_quick_reproduction_report_end_to_end(tmp_path):
     assert claims[5][1] in ("reproduced", "not reproduced", "inconclusive") and "chosen on dev" in claims[5][2]
     assert "GRPO at the paper's per-step ratio" in claims[3][2]  # claim 4's drift control
     assert "largest model minus smallest" in claims[5][2] and "population size against model size" in report
+    untied = report[report.index("With an LM head of its own"):]  # claim 4's module kinds, the head apart
+    assert "| lm_head |" in untied.splitlines()[2] and "ties its LM head" not in untied.split("##")[0]
     assert all((tmp_path / "analyses" / name / f"{name}.png").exists()
                for name in ("drift", "sparsity", "diversity", "curves", "pass_at_k", "paths"))
 
