@@ -841,10 +841,11 @@ def train_stage(run: Context, name: str, updates: int, offset: int, metrics, res
     args, model, ranks, params = run.args, run.model, run.ranks, list(run.model.parameters())
     checked, home = params, params[0].device  # what must stay finite and agree across ranks; model place
     if name == "es":  # what ES keeps between updates: the fp32 master weights (departure 4)
-        checked = master = resume["master"] if resume else master_weights(params)
+        master = resume["master"] if resume else master_weights(params)
         # the weights members are built in: the model's own, or an engine's (scale/vllm_rollout.py; the model
-        # then waits in host memory until the stage ends)
+        # then waits in host memory until the stage ends, and the master is what moves)
         members = run.generate.es_weights(model) if hasattr(run.generate, "es_weights") else params
+        checked = params if members is params else master
         prompts = args.es_prompts
         def state():  # the model takes the master's values before it is saved (an engine's members skip it)
             set_weights(params, master)
