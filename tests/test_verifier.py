@@ -157,8 +157,8 @@ def test_hostile_completions_are_cheap_and_never_execute(completion, monkeypatch
 
     monkeypatch.setattr(builtins, "eval", forbidden)
     monkeypatch.setattr(builtins, "exec", forbidden)
-    start = time.perf_counter()
+    start = time.process_time()  # CPU time: a busy machine must not fail it
     rewards = [countdown_reward(completion, [1, 2, 3], 6), math_reward(completion, "6")]
-    elapsed = time.perf_counter() - start
+    elapsed = time.process_time() - start
     assert all(r in (0.0, 0.1, 1.0) for r in rewards)
-    assert elapsed < 0.1, f"{elapsed:.3f}s: a hostile completion must not be expensive"
+    assert elapsed < 0.1, f"{elapsed:.3f}s of CPU: a hostile completion must not be expensive"
