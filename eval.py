@@ -1075,8 +1075,8 @@ def cmd_reproduce(argv):
                         help="samples per problem, member and centre (claim 2; at least the population)")
     parser.add_argument("--parts", default="claims", help="comma-separated: claims (the runs of claims 1-5 and "
                         "the analyses: always), claim6 (ES with raw rewards, alpha chosen on dev, and with "
-                        "antithetic sampling, each seed: about 35 min more on 2 CPU cores), paper-steps (GRPO at the "
-                        "learning rate that gives the paper's per-step ES/GRPO ratio, each seed: about 15 min more), "
+                        "antithetic sampling, each seed: 42 min more on 2 CPU cores), paper-steps (GRPO at the "
+                        "learning rate that gives the paper's per-step ES/GRPO ratio, each seed: 17 min more), "
                         "sizes (two more model sizes pretrained like the shipped one, each with the population "
                         "sweep: hours on 2 CPU cores), untied (the shipped model pretrained again with its own LM "
                         "head, then trained by ES and GRPO, seed 0: drift per module kind; about an hour). A part "
