@@ -74,11 +74,17 @@ def fresh_tiny():
     return model.eval(), tokenizer
 
 
+@pytest.hookimpl(trylast=True)  # after -k and -m have deselected what will not run
 def pytest_collection_modifyitems(session, config, items):
-    """tests/test_scale.py's two-rank launches start now, in the background, if any of its tests will run."""
-    if any(item.path.name == "test_scale.py" for item in items):
+    """tests/test_scale.py's two-rank launches start now, in the background, if a test that reads them will run."""
+    if any({"shared", "faulty_jobs"} & set(getattr(item, "fixturenames", ())) for item in items):
         import test_scale
         test_scale.start_background(config._tmp_path_factory.mktemp("background"))
+
+
+def pytest_sessionfinish(session, exitstatus):
+    if "test_scale" in sys.modules:
+        sys.modules["test_scale"].stop_background()
 
 
 def pytest_addoption(parser):

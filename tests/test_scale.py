@@ -38,23 +38,33 @@ class Launch:
         self.jobs, self.env, self.then, self.outcome, self.then_outcome = jobs, env, then, None, None
         self.done = threading.Event()
 
-    @staticmethod
-    def launch(jobs: list[dict], env: dict):
+    running: set = set()  # the launches' torchrun processes still alive: stop_background() ends them
+    stopped, lock = False, threading.Lock()  # and no launch starts after it
+
+    @classmethod
+    def launch(cls, jobs: list[dict], env: dict):
         command = [sys.executable, "-m", "torch.distributed.run", "--standalone", "--nproc_per_node=2",
                    str(ROOT / "tests" / "dist_jobs.py")]
         started = time.time()
+        with cls.lock:
+            if cls.stopped:
+                return SimpleNamespace(returncode=None, stdout="", stderr="not launched: the session ended"), 0.0
+            process = subprocess.Popen(command, cwd=ROOT, env={**env, "JOBS": json.dumps(jobs)}, text=True,
+                                       stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+            cls.running.add(process)
         try:
-            done = subprocess.run(command, cwd=ROOT, env={**env, "JOBS": json.dumps(jobs)}, capture_output=True,
-                                  text=True, timeout=300)
-            said = SimpleNamespace(returncode=done.returncode, stdout=done.stdout, stderr=done.stderr)
-        except subprocess.TimeoutExpired as expired:
-            said = SimpleNamespace(returncode=None, stdout=str(expired.stdout), stderr="timed out after 300 s")
+            stdout, stderr = process.communicate(timeout=300)
+            said = SimpleNamespace(returncode=process.returncode, stdout=stdout, stderr=stderr)
+        except subprocess.TimeoutExpired:
+            process.kill()
+            said = SimpleNamespace(returncode=None, stdout="", stderr="timed out after 300 s")
+        cls.running.discard(process)
         return said, time.time() - started
 
     def run(self):
         try:
             self.outcome = self.launch(self.jobs, self.env)
-            if self.then:
+            if self.then and not Launch.stopped:
                 folder, copy_to, jobs = self.then
                 shutil.copytree(folder, copy_to)
                 self.then_outcome = self.launch(jobs, self.env)
@@ -111,6 +121,15 @@ def start_background(root: Path):
     BACKGROUND["two_rank"] = Launch(jobs), root
     launches = [launch for launch, _ in BACKGROUND.values()]
     threading.Thread(target=lambda: [launch.run() for launch in launches], daemon=True).start()
+
+
+def stop_background():
+    """At the session's end (conftest.py): a launch no test waited for (deselected, or the session stopped
+    early) is ended with its workers, not left running."""
+    with Launch.lock:
+        Launch.stopped = True
+        for process in list(Launch.running):
+            process.terminate()  # torchrun's agent then stops its workers
 
 
 def two_rank_name(flags) -> str:
