@@ -61,7 +61,7 @@ def peak_memory_gb(device) -> str:
     return f"{resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 2**20:.2f} RSS"
 
 
-def timed_updates(algo: str, step, updates: int, device: str) -> tuple[list, float]:
+def timed_updates(algo: str, step, updates: int, device: str) -> list[float]:  # seconds, sequences, tokens
     if device.startswith("cuda"):
         torch.cuda.reset_peak_memory_stats()
     timings = []
@@ -86,12 +86,12 @@ def vllm_rows(check: CheckArgs, tokenizer, problems, args, device: str, make_bac
     the engine, the trainer's model in host memory, and what a member costs beyond its generation (building
     master + sigma * eps in the engine, tensor by tensor); GRPO with its fp32 trainer on the GPU and the
     trained weights loaded into the engine after each step."""
-    folder = Path(tempfile.mkdtemp(prefix="gpu_check_"))
-    model = build(check, torch.float32, "cpu")
-    model.save_pretrained(folder)
-    tokenizer.save_pretrained(folder)
-    backend = make_backend(str(folder))
-    backend.start()
+    with tempfile.TemporaryDirectory(prefix="gpu_check_") as folder:  # the engine loads the model from it
+        model = build(check, torch.float32, "cpu")
+        model.save_pretrained(folder)
+        tokenizer.save_pretrained(folder)
+        backend = make_backend(folder)
+        backend.start()
     params = list(model.parameters())
     master = es_grpo.master_weights(params)
     members = backend.es_weights(model)
