@@ -119,11 +119,13 @@ def test_quick_reproduction_report_end_to_end(tmp_path):
     assert "| raw |" in report and "| antithetic |" in report and "raw rewards' candidate" in report  # claim 6
     assert claims[5][1] in ("reproduced", "not reproduced", "inconclusive") and "chosen on dev" in claims[5][2]
     assert "GRPO at the paper's per-step ratio" in claims[3][2]  # claim 4's drift control
+    assert "at matched Pass@1 gain" in claims[3][2] or "never reaches ES's Pass@1" in claims[3][2]
+    assert "| module kinds by drift | here, largest first | the paper's largest |" in report
     assert "largest model minus smallest" in claims[5][2] and "population size against model size" in report
     untied = report[report.index("With an LM head of its own"):]  # claim 4's module kinds, the head apart
     assert "| lm_head |" in untied.splitlines()[2] and "ties its LM head" not in untied.split("##")[0]
     assert all((tmp_path / "analyses" / name / f"{name}.png").exists()
-               for name in ("drift", "sparsity", "diversity", "curves", "pass_at_k", "paths"))
+               for name in ("drift", "sparsity", "diversity", "curves", "pass_at_k", "paths", "sizes"))
 
 
 # ----------------------------------------------------------------------------- verdicts on hand-made numbers
@@ -160,6 +162,11 @@ def evidence(**changes):
     (3, {"grpo_es_passk_minus_es": (-0.03, -0.05, -0.01)}, "inconclusive"),
     (4, {}, "reproduced"),
     (4, {"drift_ratio": (5.0, 4.0, 6.0)}, "not reproduced"),  # the old report's 5x
+    # at matched Pass@1 gain, where measured, the ratio read is that one, not the runs' ends'
+    (4, {"drift_ratio_matched_pass1": (5.0, 4.0, 6.0), "matched_grpo_updates": 78, "matched_grpo_pass1_gain": UP},
+     "not reproduced"),
+    (4, {"drift_ratio": (5.0, 4.0, 6.0), "drift_ratio_matched_pass1": (40.0, 30.0, 50.0), "matched_grpo_updates": 78,
+         "matched_grpo_pass1_gain": UP}, "reproduced"),
     (4, {"sparse_minus_random": UNSURE}, "inconclusive"),  # a random mask keeps as much
     (5, {"es_heldout_change": DOWN}, "not reproduced"),
     (6, {}, "not measured"),  # the z-scoring and antithetic runs not trained
