@@ -663,7 +663,7 @@ def population_sweep(out: Path, argv: list[str], populations: list[int], sequenc
     return rows
 
 
-RAW_ALPHA_SCALES = (8, 25, 80)  # raw rewards' alpha: the z-scored one times these (spread ~0.04 against ~1)
+RAW_ALPHA_SCALES = (8, 25, 80, 250)  # raw rewards' alpha: the z-scored one times these (spread ~0.04 against ~1)
 
 
 def hyperparameter_arms(out: Path, flags: list[str], seeds: list[int], updates: int, tune_updates: int,
