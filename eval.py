@@ -713,21 +713,28 @@ def size_sweeps(out: Path, argv: list[str], populations: list[int], sequences: i
         rows = shipped if not shape else population_sweep(out / "runs" / f"size-{size}", [*argv, "--model", model],
                                                           populations, sequences, prompts)
         count = sum(p.numel() for p in load(model, es_grpo.parse_args(argv))[0].parameters())
-        result[size] = {"parameters": count, "rows": rows}
-    table = {f"{size} ({entry['parameters'] / 1e6:.2f}M)": {name: row["pass@1"] for name, row in entry["rows"].items()}
-             for size, entry in result.items()}
+        pretrained = json.loads((Path(model) / "pretrain.json").read_text())  # a larger model is not always better
+        result[size] = {"parameters": count, "pretrain_loss": pretrained.get("final_loss"), "rows": rows}
+    table = sizes_table(result)
 
     def plot(axes):
         for label, entry in zip(table, result.values()):
-            axes.plot([row["population"] for row in entry["rows"].values()], list(table[label].values()), marker="o",
-                      label=label)
+            axes.plot([row["population"] for row in entry["rows"].values()],
+                      [row["pass@1"] for row in entry["rows"].values()], marker="o", label=label)
         axes.set(xscale="log", xlabel="population N (equal sequences)", ylabel="Pass@1", title="ES, by model size")
         axes.legend(fontsize=7)
 
-    save_outputs(out / "analyses" / "sizes", "sizes", {size: {"parameters": entry["parameters"], "rows": {
+    save_outputs(out / "analyses" / "sizes", "sizes", {size: {**entry, "rows": {
         name: {key: value for key, value in row.items() if key != "correct"} for name, row in entry["rows"].items()}}
         for size, entry in result.items()}, markdown_table(table, list(next(iter(table.values()))), "model"), plot)
     return result
+
+
+def sizes_table(sizes: dict) -> dict:
+    """Pass@1 of each population, and the final pretraining loss, per model size."""
+    return {f"{size} ({entry['parameters'] / 1e6:.2f}M)": {
+        **{name: row["pass@1"] for name, row in entry["rows"].items()}, "pretrain loss": entry.get("pretrain_loss")}
+        for size, entry in sizes.items()}
 
 
 def untied_drift(out: Path, flags: list[str], seed: int, es_updates: int, grpo_updates: int, analysis_flags: list[str],
@@ -1354,14 +1361,13 @@ def sizes_section(sizes: dict | None) -> list[str]:
     """REPORT.md's lines on population against model size (eval.py reproduce --parts ...,sizes)."""
     if not sizes:
         return []
-    table = {f"{size} ({entry['parameters'] / 1e6:.2f}M)": {name: row["pass@1"] for name, row in entry["rows"].items()}
-             for size, entry in sizes.items()}
+    table = sizes_table(sizes)
     return ["## Claim 6: population size against model size", "",
             "ES population sweeps at equal sequences (the sweep above) on the shipped model and on models "
             "pretrained here as it was, with other widths and depths (`OUT/models`); Pass@1 on the evaluation "
-            "set, one seed each. The verdict reads the smallest population's Pass@1 minus the largest's on the "
-            "largest model, minus the same on the smallest model (above 0: the larger model favours smaller "
-            "populations).", "", "![sizes](analyses/sizes/sizes.png)", "",
+            "set, one seed each, and each model's final pretraining loss. The verdict reads the smallest "
+            "population's Pass@1 minus the largest's on the largest model, minus the same on the smallest model "
+            "(above 0: the larger model favours smaller populations).", "", "![sizes](analyses/sizes/sizes.png)", "",
             markdown_table(table, list(next(iter(table.values()))), "model"), ""]
 
 
