@@ -853,13 +853,20 @@ def verdicts(e: dict) -> list[tuple[str, str, str]]:
                        f"{shown(e['sweep_pass1_small_minus_large'])}"))
         return claims
     interaction = e.get("size_population_interaction")
-    six = (rises(e["zscore_pass1_gain"]), no_gain(e["antithetic_pass1_gain"]), interaction and rises(interaction))
+    small_loss, large_loss = e.get("size_pretrain_losses", (None, None))
+    # the claim is about larger, better models: a larger model that pretrained to a higher loss cannot test it
+    worse = small_loss is not None and large_loss is not None and large_loss >= small_loss
+    six = (rises(e["zscore_pass1_gain"]), no_gain(e["antithetic_pass1_gain"]),
+           None if worse or not interaction else rises(interaction))
     claims.append((CLAIMS[6], verdict(*six),
                    f"z-scored minus raw rewards (raw alpha {e['raw_alpha']:g}, chosen on dev), Pass@1 "
                    f"{shown(e['zscore_pass1_gain'])}; antithetic minus plain sampling, Pass@1 "
                    f"{shown(e['antithetic_pass1_gain'])}; " + (
                        "smallest minus largest population's Pass@1 (equal sequences), largest model minus smallest: "
-                       f"{shown(interaction)}" if interaction else "population against model size not measured (one "
+                       f"{shown(interaction)}" + (f" (inconclusive: the largest model pretrained to a higher loss, "
+                                                  f"{large_loss:.3f}, than the smallest, {small_loss:.3f})" if worse
+                                                  else "")
+                       if interaction else "population against model size not measured (one "
                        "size): ES populations at equal sequences, Pass@1 of the smallest minus the largest "
                        f"{shown(e['sweep_pass1_small_minus_large'])}")))
     return claims
@@ -1029,10 +1036,11 @@ def reproduction_evidence(runs: dict, rows: dict, k: int, drift_ratio, drift_row
         def small_minus_large(rows):
             by_n = sorted(rows.values(), key=lambda r: r["population"])
             return [np.array([per_problem(r["correct"], r["samples"], 1)]) for r in (by_n[0], by_n[-1])]
-        (ss, sl), (ls, ll) = (small_minus_large(sizes[size]["rows"]) for size in (min(sizes, key=lambda z: sizes[z][
-            "parameters"]), max(sizes, key=lambda z: sizes[z]["parameters"])))
+        smallest, largest = (pick(sizes, key=lambda z: sizes[z]["parameters"]) for pick in (min, max))
+        (ss, sl), (ls, ll) = (small_minus_large(sizes[size]["rows"]) for size in (smallest, largest))
         e["size_population_interaction"] = bootstrap(lambda m: (m["ls"] - m["ll"]) - (m["ss"] - m["sl"]),
                                                      {"ss": ss, "sl": sl, "ls": ls, "ll": ll})
+        e["size_pretrain_losses"] = (sizes[smallest].get("pretrain_loss"), sizes[largest].get("pretrain_loss"))
     return e
 
 

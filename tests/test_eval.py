@@ -176,6 +176,10 @@ def evidence(**changes):
     (6, {"size_population_interaction": UP, "zscore_pass1_gain": UP, "antithetic_pass1_gain": KEPT}, "reproduced"),
     (6, {"size_population_interaction": DOWN, "zscore_pass1_gain": UP, "antithetic_pass1_gain": KEPT},
      "not reproduced"),  # the larger model gains more from a larger population
+    (6, {"size_population_interaction": UP, "zscore_pass1_gain": UP, "antithetic_pass1_gain": KEPT,
+         "size_pretrain_losses": (0.35, 0.42)}, "inconclusive"),  # the larger model is the worse one
+    (6, {"size_population_interaction": UP, "zscore_pass1_gain": UP, "antithetic_pass1_gain": KEPT,
+         "size_pretrain_losses": (0.35, 0.30)}, "reproduced"),
 ])
 def test_each_verdict_comes_out_each_way_on_hand_made_numbers(claim, changes, expected):
     claims = analyses.verdicts(evidence(**changes, **({"raw_alpha": 5e-3} if claim == 6 and changes else {})))
