@@ -241,3 +241,16 @@ def test_a_run_path_spans_both_stages_and_finished_runs_are_reused(tmp_path):
     assert analyses.train_run(out, flags)["stages"][-1]["pass@1"] == stages[-1]["pass@1"]
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 4
     assert analyses.train_run(out, [*flags, "--seed", "1"])["seed"] == 1  # other settings: run again
+
+
+def test_a_model_built_by_other_pretrain_flags_is_rebuilt_and_its_runs_removed(tmp_path):
+    model, runs = tmp_path / "models" / "small", tmp_path / "runs" / "size-small"
+    flags = ["--hidden-size", "16", "--intermediate-size", "32", "--layers", "1", "--heads", "2", "--steps", "1",
+             "--batch", "2"]
+    analyses.pretrained(model, flags, "a test model", [runs])
+    built = (model / "pretrain.json").stat().st_mtime_ns
+    runs.mkdir(parents=True)
+    analyses.pretrained(model, flags, "a test model", [runs])  # the same recipe: kept, and its runs too
+    assert (model / "pretrain.json").stat().st_mtime_ns == built and runs.exists()
+    analyses.pretrained(model, [*flags, "--lr", "1e-3"], "a test model", [runs])  # another recipe: built again
+    assert json.loads((model / "pretrain.json").read_text())["lr"] == 1e-3 and not runs.exists()
