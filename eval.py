@@ -720,8 +720,9 @@ def pretrained(model: Path, flags: list[str], what: str, runs: list[Path]):
 def size_sweeps(out: Path, argv: list[str], populations: list[int], sequences: int, prompts: int,
                 shipped: dict, pretrain_flags: list[str]) -> dict:
     """The population sweep on models of several sizes: the shipped model's (`shipped`, population_sweep's rows)
-    and others pretrained here as it was (es_grpo.py pretrain with the size flags of MODEL_SIZES and
-    pretrain_flags; kept in OUT/models). {size: {"parameters": count, "rows": the sweep's rows}}"""
+    and others pretrained here as it was (es_grpo.py pretrain with the flags of MODEL_SIZES and pretrain_flags;
+    kept in OUT/models). {size: {"parameters": count, "pretrain_loss": its final loss, "rows": the sweep's rows}};
+    also written to OUT/analyses/sizes with a plot."""
     result = {}
     for size, shape in MODEL_SIZES.items():
         model = str(out / "models" / size) if shape else str(es_grpo.TINY_MODEL)
@@ -1388,8 +1389,9 @@ def sizes_section(sizes: dict | None) -> list[str]:
     table = sizes_table(sizes)
     return ["## Claim 6: population size against model size", "",
             "ES population sweeps at equal sequences (the sweep above) on the shipped model and on models "
-            "pretrained here as it was, with other widths and depths (`OUT/models`); Pass@1 on the evaluation "
-            "set, one seed each, and each model's final pretraining loss. The verdict reads the smallest "
+            "pretrained here as it was, with other widths and depths (`OUT/models`; the larger one at a third of "
+            "the learning rate, chosen by its pretraining loss: `MODEL_SIZES` in eval.py); Pass@1 on the "
+            "evaluation set, one seed each, and each model's final pretraining loss. The verdict reads the smallest "
             "population's Pass@1 minus the largest's on the largest model, minus the same on the smallest model "
             "(above 0: the larger model favours smaller populations).", "", "![sizes](analyses/sizes/sizes.png)", "",
             markdown_table(table, list(next(iter(table.values()))), "model"), ""]
