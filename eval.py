@@ -1129,8 +1129,8 @@ def cmd_reproduce(argv):
                         "antithetic sampling, each seed: 42 min more on 2 CPU cores), paper-steps (GRPO at the "
                         "learning rate that gives the paper's per-step ES/GRPO ratio, each seed: 17 min more), "
                         "sizes (two more model sizes pretrained like the shipped one, each with the population "
-                        "sweep: hours on 2 CPU cores), untied (the shipped model pretrained again with its own LM "
-                        "head, then trained by ES and GRPO, seed 0: drift per module kind; about an hour). A part "
+                        "sweep: about 23 min on 2 CPU cores), untied (the shipped model pretrained again with its own "
+                        "LM head, then trained by ES and GRPO, seed 0: drift per module kind; about 15 min). A part "
                         "not asked for is still reported if OUT holds its runs. --plan lists the claims runs only")
     parser.add_argument("--plan", action="store_true", help="print each run's flags and exit: to launch them with "
                         "torchrun scale/train.py into OUT/runs, where this command then finds and reuses them")
