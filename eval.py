@@ -1177,11 +1177,12 @@ def cmd_reproduce(argv):
                             "--out", str(analyses_out / "drift")])
     base_weights = named_weights(load(base_model, args)[0])
 
+    es_drifts = [drift(base_weights, named_weights(load(es, args)[0]))["total"] for es in es_models]
+
     def drift_ratio_over_seeds(grpo_of_seed: list[str]):  # ES's drift over GRPO's, seed for seed, with its interval
         return bootstrap(lambda m: m["r"], {"r": np.array([[  # (seeds, 1)
-            drift(base_weights, named_weights(load(es, args)[0]))["total"]
-            / drift(base_weights, named_weights(load(grpo, args)[0]))["total"]] for es, grpo in zip(es_models,
-                                                                                                   grpo_of_seed)])})
+            es_drift / drift(base_weights, named_weights(load(grpo, args)[0]))["total"]]
+            for es_drift, grpo in zip(es_drifts, grpo_of_seed)])})
     drift_ratio = drift_ratio_over_seeds(grpo_models)
     sparsity = cmd_sparsity([base_model, es_models[0], "--null", null_model, *cheap,
                              *(["--zeroed", f"0.5,{PAPER_SPARSITY}"] if quick else []),
