@@ -664,6 +664,22 @@ def population_sweep(out: Path, argv: list[str], populations: list[int], sequenc
     return rows
 
 
+def grpo_at_gain(out: Path, flags: list[str], seeds: list[int], reach: float) -> dict:
+    """GRPO trained again, each seed, for the updates at which its mean path reaches ES's mean Pass@1 (`reach`:
+    the path's sequences there, NaN if it never does): the drift comparison that means something holds the
+    gain fixed (PAPER.md, methodology). {"updates": 0 if unreachable, "models": stage folders, "finals": rows}"""
+    args = es_grpo.parse_args(flags)
+    updates = math.ceil(reach / (args.grpo_prompts * args.grpo_group)) if math.isfinite(reach) else 0
+    finals, models = [], []
+    for seed in seeds if updates else []:
+        log(f"reproduce: GRPO for {updates} updates, where its path reaches ES's Pass@1, seed {seed}")
+        folder = out / f"grpo-matched-s{seed}"
+        finals.append(final(train_run(folder, [*flags, "--algo", "grpo", "--steps", str(updates), "--seed",
+                                               str(seed)])))
+        models.append(str(folder / "stage1-grpo"))
+    return {"updates": updates, "models": models, "finals": finals}
+
+
 RAW_ALPHA_SCALES = (8, 25, 80, 250)  # raw rewards' alpha: the z-scored one times these (spread ~0.04 against ~1)
 
 
@@ -1202,14 +1218,7 @@ def cmd_reproduce(argv):
                              [2, 4] if quick else [8, 16, 32], sequences=64 if quick else 32 * 64 * 25,
                              prompts=8 if quick else 64)
     rows = comparisons(runs, k)
-    # the drift comparison that means something holds the gain fixed (PAPER.md, methodology): GRPO retrained,
-    # each seed, for the updates at which its mean path reaches ES's mean Pass@1
-    reach = rows["ES vs GRPO, at ES's Pass@1"]["where"]  # GRPO's sequences there; NaN if its path never does
-    matched_updates = math.ceil(reach / (args.grpo_prompts * args.grpo_group)) if math.isfinite(reach) else 0
-    matched_folders = [out / "runs" / f"grpo-matched-s{seed}" for seed in seeds]
-    for seed, folder in zip(seeds, matched_folders if matched_updates else []):
-        log(f"reproduce: GRPO for {matched_updates} updates, where its path reaches ES's Pass@1, seed {seed}")
-        train_run(folder, [*flags, "--algo", "grpo", "--steps", str(matched_updates), "--seed", str(seed)])
+    matched = grpo_at_gain(out / "runs", flags, seeds, rows["ES vs GRPO, at ES's Pass@1"]["where"])
     curves = pass_at_k_curves(runs)
     plot_curves(analyses_out / "pass_at_k", curves, samples)
     plot_paths(analyses_out / "paths", runs, k)
@@ -1232,13 +1241,11 @@ def cmd_reproduce(argv):
                               ["--steps", "2", "--batch", "8"] if quick else [])
     evidence = reproduction_evidence(runs, rows, k, drift_ratio, drift_rows, sparsity, diversity, forgetting, sweep,
                                      arms, sizes)
-    if matched_updates:
-        evidence["drift_ratio_matched_pass1"] = drift_ratio_over_seeds([str(f / "stage1-grpo")
-                                                                        for f in matched_folders])
-        evidence["matched_grpo_updates"] = matched_updates
+    if matched["updates"]:
+        evidence["drift_ratio_matched_pass1"] = drift_ratio_over_seeds(matched["models"])
+        evidence["matched_grpo_updates"] = matched["updates"]
         evidence["matched_grpo_pass1_gain"] = bootstrap(lambda m: m["g"] - m["b"], {
-            "g": finals_array([final(json.loads((f / "summary.json").read_text())) for f in matched_folders],
-                              samples, 1), "b": finals_array(runs["es"]["base"], samples, 1)})
+            "g": finals_array(matched["finals"], samples, 1), "b": finals_array(runs["es"]["base"], samples, 1)})
     paper_lr = args.es_alpha * math.sqrt(args.es_population - 1) / args.es_population / PAPER_STEP_RATIO
     folders = [out / "runs" / f"grpo-paper-steps-s{seed}" for seed in seeds]
     if "paper-steps" in parts or all((folder / "summary.json").exists() for folder in folders):
