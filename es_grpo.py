@@ -40,7 +40,10 @@ import math
 import os
 import random
 import re
+import select
+import subprocess
 import sys
+import threading
 import time
 from collections import Counter
 from collections.abc import Callable
@@ -232,46 +235,49 @@ def eos_ids(model, tokenizer) -> list[int]:  # where a completion ends: chat mod
     return sorted({*(listed if isinstance(listed, list) else [listed]), tokenizer.eos_token_id} - {None})
 
 # ----------------------------------------------------------------------------- task and verifier
-# Rewards as in the paper: 1.0 correct, 0.1 right format but wrong answer, 0 otherwise. Model text is only
-# matched and parsed, never run as code, and bounded in length and nesting: any completion costs microseconds.
+# Rewards as in the paper: 1.0 correct, 0.1 a final answer that is wrong, 0 no final answer. Model text
+# is matched and parsed, never run as code. Countdown and plain numbers are parsed here, bounded in length
+# and nesting (microseconds a call); LaTeX goes to math-verify, the field's answer checker (TRL, open-r1),
+# in a worker process that is killed past MATH_SECONDS, so every call is bounded wherever it runs.
 
 MAX_EXPR_CHARS, MAX_DEPTH, MAX_NUMBER_CHARS, MAX_BITS = 256, 32, 64, 4096  # MAX_BITS: of a power's result
+MAX_ANSWER_CHARS, MATH_SECONDS = 512, 2.0  # a math answer math-verify reads, and its time per call
 EXPRESSION = re.compile(r"[\s0-9+\-*/()]*")  # countdown's alphabet
-LATEX = re.compile(r"(?:[\s0-9.+\-*/^()]|\\(?:frac|sqrt|pi)(?![a-z]))*")  # a math answer's, once plain
-EXPR_TOKEN = re.compile(r"[0-9]+(?:\.[0-9]+)?|\\[a-z]+|[-+*/^()]")  # one pass
+PLAIN_MATH = re.compile(r"[\s0-9.+\-*/^()]*")  # a plain math answer's: also decimals, signs, powers
+EXPR_TOKEN = re.compile(r"[0-9]*\.?[0-9]+|[-+*/^()]")  # one pass
 ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S)
-NUMBER = re.compile(r"-?[0-9][0-9,]*(?:\.[0-9]+)?")
-LATEX_PLAIN = [  # LaTeX spellings to plain arithmetic: units, spacing, $ and % dropped; \frac34 = \frac{3}{4}
-    (r"\\(?:text|mathrm|textbf|mbox)\{[^{}]*\}|\\(?:left|right|displaystyle|[!,;: ])|\\?[$%]", ""),
-    (r"\^\{?\\circ\}?", ""), (r"\\[dt]frac", r"\\frac"), (r"\\frac\s*([0-9])\s*([0-9])", r"\\frac(\1)(\2)"),
-    (r"\\sqrt\s*([0-9])", r"\\sqrt(\1)"), (r"\\cdot|\\times", "*"), (r"\\div", "/"), (r"\{", "("),
-    (r"\}", ")"), (r"(?<=[0-9]),(?=[0-9]{3}(?![0-9]))", "")]
+SYMPY_LITERAL = re.compile(r"from sympy import \*|[A-Za-z_]\w* ?|"  # what sympy's parse_expr may run
+                           r"(?:Integer|Float|Rational|Symbol) ?\( ?(?:[0-9]+|'[\w.]*') ?\) ?")
+LATEX_MARK = re.compile(r"[\\${}]")  # text after the last of these is plain
+PLAIN_SPAN = re.compile(r"[-+(.0-9][ \t0-9.,+\-*/^()×÷]*")  # a run of plain arithmetic, in one line
+THOUSANDS = re.compile(r"(?<=[0-9])(?:,|\{,\}|,?\\!|\s)(?=[0-9]{3}(?![0-9]))")  # 14,916 14{,}916 14 916
+JOINER = re.compile(r",|;|\band\b|\\quad")  # what ties one boxed answer to the next
+DECIMAL_COMMA = re.compile(r"-?(?:0,[0-9]+|[0-9]+,(?:[0-9]{1,2}|[0-9]{4,}))")  # 0,5 and 1,22; not 1,234
 
-def parse_expression(text: str, latex: bool = False):
+def parse_expression(text: str, plain_math: bool = False):
     """(value, literals) of an arithmetic expression of integers, + - * / and parentheses; None if malformed;
-    value is a Fraction, or None where undefined (division by zero). latex: a math answer made plain, which
-    may also have decimals, signs, ^, \\frac, \\sqrt, \\pi, implicit products (value a float if irrational).
-    Recursive descent over at most MAX_EXPR_CHARS characters and MAX_DEPTH levels; never run as code."""
+    value is a Fraction, or None where undefined (division by zero). plain_math: a math answer, which may
+    also have decimals, signs, ^ and implicit products, 2(3). Recursive descent over at most MAX_EXPR_CHARS
+    characters and MAX_DEPTH levels; never run as code."""
     text = text.strip()
-    if not text or len(text) > MAX_EXPR_CHARS or not (LATEX if latex else EXPRESSION).fullmatch(text):
+    if not text or len(text) > MAX_EXPR_CHARS or not (PLAIN_MATH if plain_math else EXPRESSION).fullmatch(text):
         return None
     tokens, literals, cursor = EXPR_TOKEN.findall(text) + [""], [], 0  # "" marks the end
-    implicit = ("(", "\\frac", "\\sqrt", "\\pi") if latex else ()  # 5\sqrt(3), 2(3): products
     def binary(operand, ops, depth):  # operand (op operand)*, left to right
         nonlocal cursor
         value = operand(depth)
-        while tokens[cursor] and (tokens[cursor] in ops or ops == "*/" and tokens[cursor] in implicit):
+        while tokens[cursor] and (tokens[cursor] in ops or ops == "*/" and plain_math and tokens[cursor] == "("):
             op, cursor = (tokens[cursor], cursor + 1) if tokens[cursor] in ops else ("*", cursor)
             value = arithmetic(op, value, operand(depth))
         return value
-    def signed(depth):  # latex: [+-]* atom [^ signed]
+    def signed(depth):  # plain_math: [+-]* atom [^ signed]
         nonlocal cursor
-        if latex and tokens[cursor] in ("+", "-"):
+        if plain_math and tokens[cursor] in ("+", "-"):
             sign, cursor = tokens[cursor], cursor + 1
             value = signed(depth + 1)
             return value if sign == "+" or value is None else -value
         value = atom(depth)
-        if latex and tokens[cursor] == "^":
+        if plain_math and tokens[cursor] == "^":
             cursor += 1
             value = arithmetic("^", value, signed(depth + 1))
         return value
@@ -286,37 +292,25 @@ def parse_expression(text: str, latex: bool = False):
                 raise ValueError("unbalanced")
             cursor += 1
             return value
-        if token in ("\\frac", "\\sqrt", "\\pi") and latex:
-            return (arithmetic("/", atom(depth + 1), atom(depth + 1)) if token == "\\frac" else
-                    arithmetic("sqrt", atom(depth + 1), None) if token == "\\sqrt" else math.pi)
-        if not token[:1].isdigit() or len(token) > MAX_NUMBER_CHARS:
+        if not token[-1:].isdigit() or len(token) > MAX_NUMBER_CHARS or "." in token and not plain_math:
             raise ValueError("expected a number")
         literals.append(Fraction(token))
         return literals[-1]
     term = lambda depth: binary(signed, "*/", depth)
     try:
         value = binary(term, "+-", 0)
-    except (ValueError, OverflowError, ZeroDivisionError):
+    except (ValueError, ZeroDivisionError):
         return None
-    if isinstance(value, float) and not math.isfinite(value):
-        value = None
     return (value, literals) if cursor == len(tokens) - 1 else None
 
-def arithmetic(op: str, a, b):
-    """a op b on Fractions, exact, or floats; None where undefined or too large (a ^ b at most MAX_BITS)."""
-    if a is None or (b is None and op != "sqrt") or (op == "/" and b == 0):
+def arithmetic(op: str, a: Fraction | None, b: Fraction | None) -> Fraction | None:
+    """a op b, exact; None where undefined, or for a power that is not whole or is too large (MAX_BITS)."""
+    if a is None or b is None or (op == "/" and b == 0):
         return None
-    if op == "sqrt":
-        exact = isinstance(a, Fraction) and all(math.isqrt(n) ** 2 == n for n in (a.numerator, a.denominator))
-        return None if a < 0 else Fraction(math.isqrt(a.numerator), math.isqrt(a.denominator)) if exact else (
-            math.sqrt(a))
     if op != "^":
         return ARITHMETIC[op](a, b)
-    if isinstance(a, Fraction) and isinstance(b, Fraction) and b.denominator == 1:
-        bits = max(a.numerator.bit_length(), a.denominator.bit_length()) * abs(b.numerator)
-        return None if bits > MAX_BITS or (a == 0 and b < 0) else a ** b.numerator
-    power = float(a) ** float(b)  # OverflowError and ZeroDivisionError end the parse
-    return None if isinstance(power, complex) else power
+    bits = max(a.numerator.bit_length(), a.denominator.bit_length()) * abs(b.numerator)
+    return None if b.denominator != 1 or bits > MAX_BITS or (a == 0 and b < 0) else a ** b.numerator
 
 def countdown_answer(completion: str) -> str:
     """The last <answer>...</answer> near the end of a completion if any, else its first line."""
@@ -331,60 +325,210 @@ def countdown_reward(completion: str, numbers: list[int], target: int) -> float:
     value, literals = parsed
     return 1.0 if sorted(literals) == sorted(numbers) and value is not None and value == target else 0.1
 
-def final_answer(text: str, reference: bool = False) -> str | None:
-    """A math text's final answer: what follows its last ####, in that the last \\boxed{...} if any, else
-    (a completion) its last number or (a reference) all of it. None if there is none."""
-    text = text.rsplit("####", 1)[-1]
-    start = text.rfind("\\boxed{")
-    if start >= 0:
-        depth, end = 1, start + len("\\boxed{")
-        stop = min(len(text), end + MAX_EXPR_CHARS)
-        while end < stop and depth:
-            depth += {"{": 1, "}": -1}.get(text[end], 0)
-            end += 1
-        return (text[start + len("\\boxed{"): end - 1] if depth == 0 else "").strip() or None
-    if reference:
-        return text.strip()
-    numbers = NUMBER.findall(text[-MAX_EXPR_CHARS:])
-    return numbers[-1] if numbers else None
+def box_at(text: str, start: int) -> tuple[str, int]:
+    """(content, end) of the \\boxed{...} at start; ("", -1) if it does not close within MAX_ANSWER_CHARS."""
+    depth, end = 1, start + len("\\boxed{")
+    stop = min(len(text), end + MAX_ANSWER_CHARS)
+    while end < stop and depth:
+        depth += {"{": 1, "}": -1}.get(text[end], 0)
+        end += 1
+    return (text[start + len("\\boxed{"):end - 1].strip(), end) if depth == 0 else ("", -1)
 
-def answer_value(answer: str):  # its value (a Fraction, or a float if irrational), or None if not a number
-    for pattern, plain in LATEX_PLAIN:
-        answer = re.sub(pattern, plain, answer[:MAX_EXPR_CHARS])
-    parsed = parse_expression(answer.rsplit("=", 1)[-1], latex=True)  # "x = 5": 5
+def boxed(text: str) -> str | None:  # the last \boxed{...}'s content; None if there is none
+    start = text.rfind("\\boxed{")
+    return None if start < 0 else box_at(text, start)[0]
+
+def joined_boxes(text: str) -> str:
+    """The last \\boxed{...} with the boxes that a short joiner ties to it: "\\boxed{1} and \\boxed{2}",
+    "\\boxed{1}, \\boxed{2}" (but "\\boxed{1/2} no wait \\boxed{7}" is 7)."""
+    last = text.rfind("\\boxed{")
+    text = text[max(0, last - 2 * MAX_ANSWER_CHARS):last + MAX_ANSWER_CHARS + len("\\boxed{}")]
+    boxes = [(box.start(), box_at(text, box.start())[1]) for box in re.finditer(r"\\boxed\{", text)]
+    first, end = boxes[-1]
+    for start, stop in reversed(boxes[:-1]):
+        gap = text[stop:first]
+        if stop < 0 or len(gap) > 40 or any(c.isdigit() for c in gap) or not (
+                gap.strip(" $") == "" or JOINER.search(gap)):
+            break
+        first = start
+    return text[first:end]
+
+def plain_value(answer: str, decimal_comma: bool = True) -> Fraction | None:
+    """The value of an answer that is plain arithmetic as a whole: 1,234, 1 000, -.5, 3/4, 2^10, and with
+    decimal_comma 0,5 (in LaTeX, 1,2 is a list)."""
+    answer = answer.strip().rstrip(".").replace("×", "*").replace("÷", "/")
+    if decimal_comma and DECIMAL_COMMA.fullmatch(answer):
+        answer = answer.replace(",", ".")
+    parsed = parse_expression(THOUSANDS.sub("", answer), plain_math=True)
     return parsed and parsed[0]
 
-def same_answer(predicted: str, reference: str | None) -> bool:  # by value if both are numbers, else by text
-    a, b = answer_value(predicted), None if reference is None else answer_value(reference)
-    if a is None or b is None:
-        return a is b and reference is not None and "".join(predicted.split()) == "".join(reference.split())
-    try:  # exact for two rationals, to 1e-9 for irrationals
-        rational = isinstance(a, Fraction) and isinstance(b, Fraction)
-        return a == b if rational else math.isclose(a, b, rel_tol=1e-9)
-    except OverflowError:
-        return False
+def plain_answer(text: str) -> str | None:
+    """The last plain answer of a text: the last run of arithmetic after its last LaTeX mark and its last
+    =, standing alone (2 in AZYUK2A is none); a run that continues an expression (+ 3 in 2y + 3) gives
+    the expression. So a number inside a fraction, an exponent or an equation is never taken alone."""
+    tail = LATEX_MARK.split(text[-MAX_EXPR_CHARS:])[-1].rsplit("=", 1)[-1]
+    runs = [run for run in PLAIN_SPAN.finditer(tail) if any(c.isdigit() for c in run[0])
+            and (tail[:run.start()][-1:] or " ") in " \n\t:("]
+    if not runs:
+        return None
+    before = tail[:runs[-1].start()].rstrip()[-1:]
+    if runs[-1][0][0] in "+-" and (before.isalnum() or before == ")"):
+        return tail.strip()
+    return runs[-1][0].strip().rstrip(".,")
+
+def exact_latex(value: Fraction) -> str:
+    sign, value = "-" * (value < 0), abs(value)
+    fraction = f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
+    return sign + (fraction if value.denominator > 1 else str(value))
+
+def math_grade(completion: str, answer: str) -> tuple[float, str]:
+    """(reward, Maj@K key) of a math completion. Its final answer: the last \\boxed{...} (math-verify
+    reads several joined by "and" together), else the plain answer after all its LaTeX, else
+    math-verify's last LaTeX answer. Equal to the reference (a GSM8K solution's "#### 1,234", a boxed
+    solution, a MATH-style answer) by value: \\frac12 = 0.5, (3,2) = (p,q)=(3,2)."""
+    reference = answer.rsplit("####", 1)[-1].strip()
+    theirs = plain_value(boxed(reference) if reference.count("\\boxed{") == 1 else reference)
+    text = completion.rsplit("####", 1)[-1]
+    span = boxed(text)
+    if span == "":
+        return 0.0, ""
+    if span is not None:
+        mine = plain_value(span, decimal_comma=False)
+        if mine is not None and theirs is not None and text.count("\\boxed{") == 1:
+            return (1.0 if mine == theirs else 0.1), str(mine)
+        found, equal, key = MATH_VERIFY.compare(reference, joined_boxes(text))
+        return (1.0 if equal else 0.1), key or "".join(span.split())
+    span = plain_answer(text)
+    if span is None and LATEX_MARK.search(text[-MAX_ANSWER_CHARS:]):
+        found, equal, key = MATH_VERIFY.compare(reference, text[-MAX_ANSWER_CHARS:])
+        if found:
+            return (1.0 if equal else 0.1), key
+        if text.count("$") % 2:  # no LaTeX was read, and a $ without its pair is a dollar
+            span = plain_answer(text.replace("$", ""))
+    if span is None:
+        return 0.0, ""
+    mine = plain_value(span)
+    if theirs is not None and mine is None:  # a number, and an answer that is no number
+        return 0.1, "".join(span.split())
+    if mine is not None and theirs is not None:
+        return (1.0 if mine == theirs else 0.1), str(mine)
+    found, equal, key = MATH_VERIFY.compare(reference, f"${span if mine is None else exact_latex(mine)}$")
+    return (1.0 if equal else 0.1), key or "".join(span.split())
 
 def math_reward(completion: str, answer: str) -> float:
-    """1.0 if the final answer equals the reference's (\\frac34 = 0.75 = 3/4; GSM8K "... #### 1,234"); 0.1 if
-    the completion has a final answer at all; else 0."""
-    predicted = final_answer(completion)
-    if predicted is None:
-        return 0.0
-    return 1.0 if same_answer(predicted, final_answer(str(answer), reference=True)) else 0.1
+    return math_grade(completion, answer)[0]
 
-def reward(problem: dict, completion: str) -> float:
+def grade(problem: dict, completion: str) -> tuple[float, str]:
+    """(reward, what Maj@K votes on): the expression for Countdown, the parsed answer for math."""
     if problem["task"] == "countdown":
-        return countdown_reward(completion, problem["numbers"], problem["target"])
-    return math_reward(completion, problem["answer"])
+        reward = countdown_reward(completion, problem["numbers"], problem["target"])
+        return reward, re.sub(r"\s", "", countdown_answer(completion))
+    return math_grade(completion, problem["answer"])
 
-def majority_key(problem: dict, completion: str) -> str:  # what Maj@K compares: expression, or answer's value
-    if problem["task"] == "countdown":
-        return re.sub(r"\s", "", countdown_answer(completion))
-    answer = final_answer(completion) or ""
-    value = answer_value(answer)
-    if value is None:
-        return "".join(answer.split())
-    return str(value) if isinstance(value, Fraction) else f"{value:.12g}"
+# --- layer: math-verify in a worker process. Its own timeout is signal.alarm, which fails off the main
+# thread; a process can be killed anywhere. The worker runs the functions below, from this file's source.
+
+def math_verify_compare(reference: str, prediction: str) -> tuple[bool, bool, str]:
+    """(found, equal, key): math-verify's last LaTeX answer in prediction, whether it equals reference,
+    and its canonical form for Maj@K (0.5 and \\frac12 both 1/2). LaTeX extraction only: math-verify's
+    plain-expression path hands text to sympy's parse_expr, which is eval."""
+    from fractions import Fraction
+
+    import sympy
+    from math_verify import LatexExtractionConfig, parse, verify
+    latex = [LatexExtractionConfig(boxed_match_priority=0)]
+    delimited = any(mark in reference for mark in ("$", "\\boxed", "\\(", "\\["))
+    gold = parse(reference if delimited else f"${reference}$", latex, parsing_timeout=None)
+    guess = parse(prediction, latex, parsing_timeout=None)
+    if not guess:
+        return False, False, ""
+    equal = bool(gold) and verify(gold, guess, timeout_seconds=None)
+    value = guess[0]
+    if isinstance(value, (sympy.Integer, sympy.Rational, sympy.Float)) and value.is_finite:
+        value = Fraction(int(value.p), int(value.q)) if value.is_Rational else Fraction(str(value))
+    return True, bool(equal), "".join(str(value).split())
+
+def literals_only(python_eval):
+    """eval or exec, refusing in sympy's parse_expr (the one way from text to Python: latex2sympy reads
+    a number token by sympy.Number(text)) anything but "from sympy import *", a name, and a literal
+    such as "Integer (12 )". sympy's own generated code, and imports, run as before."""
+    def guarded(source, *scopes):
+        parsing = sys._getframe(1).f_globals.get("__name__") == "sympy.parsing.sympy_parser"
+        if parsing and not (isinstance(source, str) and SYMPY_LITERAL.fullmatch(source)):
+            raise PermissionError(f"the math verifier runs no text but sympy literals: {source!r:.80}")
+        return python_eval(source, *scopes)
+    return guarded
+
+def math_verify_worker():  # one JSON request a line in, one answer a line out
+    import builtins
+    import json
+    import logging
+    import resource
+    import sys
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))  # a huge power fails, not the machine
+    logging.disable(logging.WARNING)
+    import sympy.physics.units  # noqa: F401 (verify imports it, and its import parses text)
+    math_verify_compare("1", "$1$")
+    builtins.eval, builtins.exec = literals_only(builtins.eval), literals_only(builtins.exec)
+    print("ready", flush=True)
+    for line in sys.stdin:
+        try:
+            answer = math_verify_compare(*json.loads(line))
+        except Exception:  # noqa: BLE001 (a parse that fails, MemoryError, RecursionError: no answer)
+            answer = False, False, ""
+        print(json.dumps(answer), flush=True)
+
+class MathVerifier:
+    """math-verify behind a pipe. compare() answers within MATH_SECONDS or kills the worker, answers
+    "not found", and starts a new one on the next call; one call at a time (a lock), from any thread."""
+    START_SECONDS = 120  # importing sympy and math-verify, once per worker
+
+    def __init__(self):
+        self.process, self.lock = None, threading.Lock()
+
+    def compare(self, reference: str, prediction: str) -> tuple[bool, bool, str]:
+        with self.lock:
+            if self.process is None or self.process.poll() is not None:
+                self.start()
+            try:
+                request = [reference[:MAX_ANSWER_CHARS], prediction[-4 * MAX_ANSWER_CHARS:]]
+                self.process.stdin.write(json.dumps(request) + "\n")
+                self.process.stdin.flush()
+                found, equal, key = json.loads(self.read_line(MATH_SECONDS))
+                return found, equal, key
+            except (OSError, ValueError, TimeoutError):  # slow, dead or garbled: replaced
+                self.stop()
+                return False, False, ""
+
+    def start(self):
+        source = "\n".join(inspect.getsource(f) for f in (literals_only, math_verify_compare,
+                                                           math_verify_worker))
+        head = f"import re\nimport sys\nSYMPY_LITERAL = re.compile({SYMPY_LITERAL.pattern!r})\n"
+        self.process = subprocess.Popen([sys.executable, "-c", f"{head}{source}\nmath_verify_worker()"],
+                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        try:
+            ready = self.read_line(self.START_SECONDS) == "ready\n"
+        except (OSError, TimeoutError):
+            ready = False
+        if not ready:
+            self.stop()
+            raise BadInput("math answers need math-verify: pip install -r requirements.txt")
+
+    def read_line(self, seconds: float) -> str:
+        if not select.select([self.process.stdout], [], [], seconds)[0]:
+            raise TimeoutError(f"math-verify took over {seconds} s")
+        line = self.process.stdout.readline()
+        if not line:
+            raise OSError("the math-verify worker ended")
+        return line
+
+    def stop(self):
+        if self.process is not None:
+            self.process.kill()
+            self.process.wait()
+            self.process = None
+
+MATH_VERIFY = MathVerifier()  # started on the first LaTeX answer, one per process
 
 def load_problems(path: str, task: str = "auto") -> list[dict]:
     """JSONL problems, one per line: countdown {numbers, target} or math {question, answer}."""
@@ -574,7 +718,7 @@ def masked_mean(values: torch.Tensor, mask: torch.Tensor, count=None) -> torch.T
     return (values * mask).sum() / (mask.sum().clamp(min=1) if count is None else count)
 
 def score(problems: list[dict], texts: list[str]) -> torch.Tensor:  # rewards; problems[i] is texts[i]'s
-    return torch.tensor([reward(p, t) for p, t in zip(problems, texts)])
+    return torch.tensor([grade(p, t)[0] for p, t in zip(problems, texts)])
 
 # ----------------------------------------------------------------------------- Pass@K
 
@@ -607,8 +751,8 @@ def evaluate(model, tokenizer, problems: list[dict], args: Args, seed: int = 0, 
                         top_p=args.eval_top_p, max_new_tokens=args.max_new_tokens, seed=seed, batch_size=size,
                         first_row=start, total_rows=len(prompts))
         chunk = rows[start:start + size]
-        scored.append({"first_row": start, "rewards": score(chunk, roll.texts).tolist(),
-                       "keys": [majority_key(p, t) for p, t in zip(chunk, roll.texts)],
+        rewards, keys = zip(*(grade(p, t) for p, t in zip(chunk, roll.texts)))
+        scored.append({"first_row": start, "rewards": list(rewards), "keys": list(keys),
                        "entropy_sum": float(roll.entropy.sum()), "tokens": roll.tokens})
     scored = sorted((part for parts in ranks.gather(scored) for part in parts), key=lambda x: x["first_row"])
     rewards = torch.tensor([r for part in scored for r in part["rewards"]]).view(len(problems), n)

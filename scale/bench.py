@@ -3,6 +3,7 @@
     python scale/bench.py                 # installs trl==1.16.0 if missing; prints the markdown table
     python scale/bench.py --repeats 3     # fewer alternations
     python scale/bench.py --parts precision   # a bfloat16 engine's sampling against fp32 GRPO (seconds)
+    python scale/bench.py --parts verifier    # verifier seconds per 1,000 completions; its share of a step
 
 Compared commands alternate (A, B, A, B, ...) so that drift in the machine hits both; each figure is a
 median over the repeats, after one warm-up of each. Memory is the peak resident set of a separate
@@ -302,10 +303,69 @@ def bench_precision(samples: int = 8) -> list[str]:
             f"- greedy completions that differ: {sum(a != b for a, b in zip(*greedy))} of {len(prompts)}"]
 
 
+# --------------------------------------------------------------------------- the verifier's cost
+
+
+def verifier_corpus(count: int) -> dict[str, list[tuple]]:
+    """count (problem, completion) pairs of each kind, half right: Countdown, GSM8K-style (plain and boxed
+    numbers against "#### N") and MATH-style (LaTeX against MATH answers, read by math-verify)."""
+    countdown = es_grpo.generate_problems("countdown", count, seed=3)
+    math_answers = [("\\frac{3}{4}", "0.75", "\\frac{4}{3}"), ("(3,2)", "(3, 2)", "(2,3)"),
+                    ("[-2,7)", "[-2, 7)", "[-2,7]"), ("5\\sqrt{3}", "5\\sqrt3", "3\\sqrt{5}"),
+                    ("\\text{(C)}", "\\text{(C)}", "\\text{(B)}")]
+    corpus = {"Countdown": [], "GSM8K-style": [], "MATH-style": []}
+    for i in range(count):
+        problem, right = countdown[i], i % 2 == 0
+        corpus["Countdown"].append((problem, f"<answer>{problem['solution'] if right else '1+2'}</answer>"))
+        value = 100 + i
+        text = (f"She pays {value // 2} + {value - value // 2} = {value} dollars." if i % 4 < 2 else
+                f"So the total is $\\boxed{{{value:,}}}$.")
+        corpus["GSM8K-style"].append(({"task": "math", "answer": f"... #### {value if right else value + 1}"}, text))
+        reference, good, bad = math_answers[i % len(math_answers)]
+        corpus["MATH-style"].append(({"task": "math", "answer": reference},
+                                     f"Hence the answer is $\\boxed{{{good if right else bad}}}$ (step {i})."))
+    return corpus
+
+
+def bench_verifier(repeats: int) -> list[str]:
+    """Verifier seconds per 1,000 completions of each kind, and its share of a GRPO step and an ES iteration."""
+    es_grpo.MATH_VERIFY.compare("1", "$1$")  # a started worker: its start is once a process
+    lines = ["| verifier, per 1,000 completions | seconds |", "|---|---|"]
+    for kind, pairs in verifier_corpus(1000).items():
+        grade_all = lambda pairs=pairs: [es_grpo.grade(p, c) for p, c in pairs]  # noqa: E731
+        seconds = statistics.median(timed(grade_all) for _ in range(repeats))
+        lines.append(f"| {kind} | {seconds:.3f} |")
+    model, tokenizer, args, problems = tiny_setup()
+    spent, original = [0.0], es_grpo.score
+
+    def timed_score(*a):
+        tick = time.perf_counter()
+        result = original(*a)
+        spent[0] += time.perf_counter() - tick
+        return result
+    lines += ["", "| the verifier's share (tiny default, Countdown) | verifier s | step s | share |",
+              "|---|---|---|---|"]
+    es_grpo.score = timed_score
+    try:
+        for name, step in (("GRPO step", grpo_runner(model, tokenizer, args, problems)),
+                           ("ES iteration", es_runner(model, tokenizer, args, problems))):
+            step()  # warm-up
+            shares = []
+            for _ in range(repeats):
+                spent[0] = 0.0
+                total = timed(step)
+                shares.append((spent[0], total))
+            verifier, total = (statistics.median(x) for x in zip(*shares))
+            lines.append(f"| {name} | {verifier:.4f} | {total:.3f} | {verifier / total:.1%} |")
+    finally:
+        es_grpo.score = original
+    return lines
+
+
 def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="alternations of each comparison")
-    parser.add_argument("--parts", default="es,grpo,eval,memory,growth,profile,precision",
+    parser.add_argument("--parts", default="es,grpo,eval,memory,growth,profile,precision,verifier",
                         help="which comparisons to run")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
     flags = parser.parse_args()
@@ -325,6 +385,7 @@ def main():
     growth = bench_growth(flags.repeats) if "growth" in parts else []
     profile = bench_profile(flags.repeats) if "profile" in parts else []
     profile += bench_precision() if "precision" in parts else []
+    profile += [""] + bench_verifier(flags.repeats) if "verifier" in parts else []
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     import platform
     print(f"\nMachine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "

@@ -1,18 +1,22 @@
 """Seeded fuzzing of the verifiers: every call returns a reward in {0, 0.1, 1}, never raises, stays cheap,
-and never runs model text. 30,000 completions per verifier by default (--fuzz-count N), -s prints the worst time."""
+and never runs model text. 30,000 completions per verifier in this process by default (--fuzz-count N), and
+a thirtieth of that with LaTeX, which math-verify reads in its worker; -s prints the worst times."""
 import builtins
 import gc
 import random
 import time
 
+import es_grpo
 from es_grpo import countdown_reward, math_reward
 
 ODD = ["０", "٣", "𝟑", "³", "½", "−", "×", "÷", "O", "l", "ⅰ", "\u200b", "\x00", "🙂", "\\", "{", "}", "e", "E", ".",
        ",", "_"]
 OPERATORS = ["+", "-", "*", "/", "**", "//", "%", "^", "(", ")", " ", "=", "==", "<<", "@"]
 LIMIT_S = 0.01  # the issue's limit per verifier call
-TAGS = ["<answer>", "</answer>", "\\boxed{", "}", "####", "\n", "\\frac{", "\\frac", "\\sqrt{", "\\pi", "^{",
-        "\\text{", "$", "\\left(", "\\cdot", "x = "]  # the last ones: LaTeX answers (math_reward)
+TAGS = ["<answer>", "</answer>", "####", "\n", "x = ", "="]
+LATEX_TAGS = ["\\boxed{", "}", "{", "\\frac{", "\\frac", "\\sqrt{", "\\pi", "^{", "\\text{", "$", "\\left(", "\\cdot",
+              "\\begin{pmatrix}", "&", "\\\\", "\\infty", "\\cup", "!", "\\in", "\\le"]
+PLAIN = str.maketrans("", "", "\\${}")  # what makes text LaTeX: without it, math_reward stays in this process
 
 
 def number(rng):
@@ -24,7 +28,7 @@ def number(rng):
     return "9" * rng.randint(50, 5000)
 
 
-def completion(rng):
+def completion(rng, tags=TAGS):
     kind = rng.random()
     if kind < 0.05:
         return rng.choice(["", " ", "(" * 10_000, ")" * 10_000, "1" * 100_000, "<answer>" * 5000, "\\boxed{" * 5000,
@@ -44,7 +48,7 @@ def completion(rng):
         elif roll < 0.9:
             parts.append(rng.choice(ODD))
         else:
-            parts.append(rng.choice(TAGS))
+            parts.append(rng.choice(tags))
     if rng.random() < 0.3:
         parts.append(")" * max(depth, 0))
     text = "".join(parts)
@@ -71,10 +75,9 @@ def test_fuzzed_completions(request, monkeypatch):
     gc.disable()  # a collection of other tests' objects is not the verifier's cost
     try:
         for _ in range(count):
-            text = completion(rng)
+            text = completion(rng).translate(PLAIN)
             numbers = [rng.choice([1, 2, 3, 5, 7, 8, 12]) for _ in range(rng.randint(1, 4))]
-            target, reference = rng.randint(-5, 100), rng.choice(["#### 24", "7", "-3", "1,000", "0.5",
-                                                                   "\\frac{1}{2}", "2\\sqrt{3}", "\\text{(C)}"])
+            target, reference = rng.randint(-5, 100), rng.choice(["#### 24", "7", "-3", "1,000", "0.5", "3/4"])
             for call in (lambda: countdown_reward(text, numbers, target), lambda: math_reward(text, reference)):
                 value, seconds = cpu_seconds(call)
                 if seconds >= LIMIT_S:
@@ -91,3 +94,27 @@ def test_fuzzed_completions(request, monkeypatch):
           f"({retimed} calls over {LIMIT_S * 1e3:.0f} ms on first timing, retimed), rewards seen {sorted(seen)}")
     assert seen >= {0.0, 0.1}
     assert worst < LIMIT_S, f"worst verifier call took {worst * 1e3:.1f} ms"
+
+
+def test_fuzzed_latex_completions(request, monkeypatch):
+    """LaTeX completions, read by math-verify in its worker: a reward in {0, 0.1, 1} from every call, each
+    within MATH_SECONDS (here 0.5 s) of wall time; a call that finds its worker killed also waits for a new
+    one to start (about 1 s)."""
+    monkeypatch.setattr(es_grpo, "MATH_SECONDS", 0.5)
+    count, rng, worst, seen, restarts = request.config.getoption("--fuzz-count") // 30, random.Random(1), 0.0, set(), 0
+    es_grpo.MATH_VERIFY.compare("1", "$1$")
+    for _ in range(count):
+        text = completion(rng, TAGS + LATEX_TAGS)
+        reference = rng.choice(["#### 24", "7", "0.5", "\\frac{1}{2}", "2\\sqrt{3}", "\\text{(C)}", "(3,2)", "[-2,7)"])
+        running = es_grpo.MATH_VERIFY.process is not None
+        start = time.monotonic()
+        value = math_reward(text, reference)
+        seconds = time.monotonic() - start
+        restarts += not running
+        if running:
+            worst = max(worst, seconds)
+        assert value in (0.0, 0.1, 1.0), text[:200]
+        seen.add(value)
+    print(f"\nfuzz: {count} LaTeX completions, worst call {worst:.2f} s, {restarts} calls waited for a new worker, "
+          f"rewards seen {sorted(seen)}")
+    assert seen >= {0.0, 0.1} and worst < 0.5 + 0.3, f"worst call took {worst:.2f} s"

@@ -1,12 +1,13 @@
 import builtins
 import random
+import threading
 import time
 from fractions import Fraction
 
 import pytest
 
 import es_grpo
-from es_grpo import countdown_reward, math_reward, parse_expression
+from es_grpo import countdown_reward, math_reward, parse_expression, plain_value
 
 
 @pytest.mark.parametrize("completion, numbers, target, expected", [
@@ -36,7 +37,7 @@ def test_countdown_reward(completion, numbers, target, expected):
     assert countdown_reward(completion, numbers, target) == expected
 
 
-@pytest.mark.parametrize("completion, answer, expected", [
+MATH_CASES = [
     ("so the answer is \\boxed{42}.", "Natalia sold ... #### 42", 1.0),
     ("\\boxed{\\frac{1}{2}} no wait \\boxed{7}", "7", 1.0),
     ("she has 1,234 apples", "#### 1234", 1.0),
@@ -60,15 +61,50 @@ def test_countdown_reward(completion, numbers, target, expected):
     ("\\boxed{x = 5}", "5", 1.0),
     ("\\boxed{\\$18.00}", "18", 1.0),
     ("\\boxed{90^\\circ}", "90", 1.0),
-    ("\\boxed{\\text{(C)}}", "\\text{(C)}", 1.0),  # not a number: compared as written
+    ("\\boxed{\\text{(C)}}", "\\text{(C)}", 1.0),
     ("\\boxed{12345678901}", "12345678902", 0.1),  # exact for rationals, however long
-    ("\\boxed{\\pi}", "3.14159", 0.1),  # irrationals agree to 1e-9 or not at all
+    ("\\boxed{\\pi}", "3.14159", 0.1),  # math-verify rounds to 6 digits: 3.141593
     ("\\boxed{\\frac{1}{0}}", "1", 0.1),
-    ("\\boxed{2^{100000}}", "1", 0.1),  # a power past MAX_BITS has no value: never computed
+    ("\\boxed{2^{100000}}", "1", 0.1),  # past MAX_BITS for this file's parser: math-verify's, exact
     ("\\boxed{(-\\infty, 3)}", "3", 0.1),
-])
+    # no bare last number that sits inside a fraction, an exponent or an equation
+    ("The answer is $\\frac{3}{4}$.", "4", 0.1),
+    ("so $x = \\frac{7}{2}$", "2", 0.1),
+    ("\\boxed{1}", "2x + z = 1", 0.1),
+    ("$x^{2}$", "2", 0.1),
+    ("3/4", "4", 0.1),
+    ("x = 2y + 3", "3", 0.1),
+    ("AZYUK2A", "2", 0.0),  # a digit inside a word is no answer
+    # answers as chat models write them
+    ("\\boxed{(3,2)}", "(p,q)=(3,2)", 1.0),
+    ("\\boxed{[-2,7)}", "[-2,7)", 1.0),
+    ("\\boxed{[-2,7]}", "[-2,7)", 0.1),
+    ("\\boxed{\\cfrac{1}{2}}", "0.5", 1.0),
+    ("\\boxed{.4}", "0.4", 1.0),
+    ("\\boxed{14{,}916}", "14916", 1.0),
+    ("\\boxed{28 percent}", "28\\%", 1.0),
+    ("\\boxed{\\text{E}}", "$E$", 1.0),
+    ("\\boxed{1} and \\boxed{2}", "\\{1, 2\\}", 1.0),  # boxes joined by "and" are read together
+    ("The final answer is 12,000,023. I hope it is correct.", "12000023", 1.0),
+    ("Final Answer: The largest $n$ is 34.", "34", 1.0),  # the plain answer after all LaTeX
+    ("0.2 x 50 = $10.00", "10", 1.0),  # a $ without its pair is a dollar
+    ("Answer $ \n 9 \n $", "9", 0.0),  # a pair of $ is LaTeX, and this one holds no answer
+    ("so 1 000 in all", "1000", 1.0),
+    ("Soucis : 2,74 $ a..", "2.74", 1.0),  # a decimal comma in text; in LaTeX 1,2 is a list
+]
+
+
+@pytest.mark.parametrize("completion, answer, expected", MATH_CASES)
 def test_math_reward(completion, answer, expected):
     assert math_reward(completion, answer) == expected
+
+
+def test_majority_votes_on_the_parsed_answer():
+    """Maj@K's key is the answer's canonical value: 0.5, \\frac12 and 1/2 vote together, 0.25 apart."""
+    problem = {"task": "math", "answer": "0.5"}
+    keys = [es_grpo.grade(problem, text)[1] for text in
+            ("\\boxed{\\frac12}", "\\boxed{0.5}", "so it is 1/2.", "$\\dfrac{1}{2}$", "\\boxed{0.25}")]
+    assert len(set(keys[:4])) == 1 and keys[4] != keys[0]
 
 
 # verbatim GSM8K lines (train split, first records): annotations <<...>>, thousands separators, $
@@ -103,9 +139,10 @@ def test_verbatim_gsm8k_answers(record, completion, expected):
 
 def test_the_verifier_bounds_hold_exactly_at_their_stated_limits():
     """MAX_EXPR_CHARS (256 characters), MAX_DEPTH (32 parentheses), MAX_NUMBER_CHARS (64 digits), MAX_BITS
-    (a power's base bits x exponent): at the limit an answer has its value, one past it has none."""
+    (a power's base bits x exponent) bound the project's own parser: at the limit an answer has its value,
+    one past it has none. MAX_ANSWER_CHARS bounds a boxed answer."""
     bounds = es_grpo.MAX_EXPR_CHARS, es_grpo.MAX_DEPTH, es_grpo.MAX_NUMBER_CHARS, es_grpo.MAX_BITS
-    assert bounds == (256, 32, 64, 4096)
+    assert bounds == (256, 32, 64, 4096) and es_grpo.MAX_ANSWER_CHARS == 512
     ones = "1 " + "+1" * 127  # 128 ones: 256 characters
     assert len(ones) == 256 and countdown_reward(ones, [1] * 128, 128) == 1.0
     assert countdown_reward(" " + ones.replace(" ", "  "), [1] * 128, 128) == 0.0  # 257 inside, stripped ends
@@ -113,21 +150,22 @@ def test_the_verifier_bounds_hold_exactly_at_their_stated_limits():
     assert countdown_reward("(" * 33 + "1" + ")" * 33, [1], 1) == 0.0
     assert countdown_reward("9" * 64 + "-" + "9" * 63 + "9", [int("9" * 64)] * 2, 0) == 1.0
     assert countdown_reward("9" * 65 + "-1", [int("9" * 65), 1], int("9" * 65) - 1) == 0.0
-    assert math_reward("\\boxed{" + "(" * 32 + "7" + ")" * 32 + "}", "7") == 1.0
-    assert math_reward("\\boxed{" + "(" * 33 + "7" + ")" * 33 + "}", "7") == 0.1
-    assert math_reward("\\boxed{" + " " * 254 + "7}", "7") == 1.0  # 255 characters of answer
-    assert math_reward("\\boxed{" + " " * 256 + "7}", "7") == 0.0  # its closing brace is past the bound
-    assert math_reward("\\boxed{2^{2048}}", "2^{2047} \\cdot 2") == 1.0  # 2 bits x 2048 = MAX_BITS: computed
-    assert math_reward("\\boxed{2^{2049}}", "2^{2048} \\cdot 2") == 0.1  # one past: no value, texts differ
+    assert plain_value("(" * 32 + "7" + ")" * 32) == 7 and plain_value("(" * 33 + "7" + ")" * 33) is None
+    assert plain_value("2^2048") == 2**2048 and plain_value("2^2049") is None  # 2 bits x 2048 = MAX_BITS
+    assert plain_value("2^0.5") is None  # a power that is not whole: not this parser's
+    assert math_reward("\\boxed{" + " " * 510 + "7}", "7") == 1.0  # 511 characters of answer
+    assert math_reward("\\boxed{" + " " * 512 + "7}", "7") == 0.0  # its closing brace is past the bound
+    assert math_reward("\\boxed{2^{2049}}", "2^{2048} \\cdot 2") == 1.0  # past MAX_BITS: math-verify, exact
 
 
 def test_parse_expression_returns_literals_and_exact_value():
     value, literals = parse_expression("(10-4)/4")
     assert value == 1.5 and literals == [10, 4, 4]
     assert parse_expression("((((1))))")[0] == 1
-    assert parse_expression("-3") is None and parse_expression("-3", latex=True)[0] == -3  # signs: math only
-    assert parse_expression("2(3)") is None and parse_expression("2(3)", latex=True)[0] == 6
-    assert parse_expression("1.5") is None and parse_expression("1.5", latex=True)[0] == Fraction(3, 2)
+    assert parse_expression("-3") is None and parse_expression("-3", plain_math=True)[0] == -3  # signs: math
+    assert parse_expression("2(3)") is None and parse_expression("2(3)", plain_math=True)[0] == 6
+    assert parse_expression("1.5") is None and parse_expression("1.5", plain_math=True)[0] == Fraction(3, 2)
+    assert parse_expression(".5", plain_math=True)[0] == Fraction(1, 2)
 
 
 HOSTILE = [
@@ -143,11 +181,8 @@ HOSTILE = [
     "\\boxed{" * 50_000,
     "\\boxed{" + "1" * 100_000 + "}",
     "".join(chr(random.Random(0).randrange(0x10FFFF) % 0xD800) for _ in range(100_000)),
-    "1e999999", "nan", "inf", "0x10", "1_000",
-    "\\boxed{" + "2^" * 60 + "2}", "\\boxed{" + "\\sqrt{" * 40 + "2" + "}" * 40 + "}",
-    "\\boxed{" + "\\frac{1}{" * 30 + "3" + "}" * 30 + "}", "\\boxed{(10^{64})^{64}}", "\\boxed{1.5^{99999}}",
-    "\\boxed{" + "-" * 250 + "1}", "\\boxed{" + "\\text{" * 100 + "}" * 100 + "}",
-]
+    "1e999999", "nan", "inf", "0x10", "1_000", "2^99999999", "(10^64)^64", "1.5^99999", "-" * 250 + "1",
+]  # and plain math: what stays in this process (LaTeX goes to the worker: HOSTILE_MATH)
 
 
 @pytest.mark.parametrize("completion", HOSTILE, ids=range(len(HOSTILE)))
@@ -162,3 +197,93 @@ def test_hostile_completions_are_cheap_and_never_execute(completion, monkeypatch
     elapsed = time.process_time() - start
     assert all(r in (0.0, 0.1, 1.0) for r in rewards)
     assert elapsed < 0.1, f"{elapsed:.3f}s of CPU: a hostile completion must not be expensive"
+
+
+HOSTILE_MATH = {  # LaTeX answers that are slow or huge to read: each is killed at the bound
+    "tower": "\\boxed{10^{10^{10}}}",
+    "factorials": "\\boxed{99!!!!}",
+    "power tower": "$2^{2^{2^{2^{2^{2}}}}}$",
+    "fractions 1000 deep": "$" + "\\frac{1}{" * 1000 + "2" + "}" * 1000 + "$",
+    "sqrt chain": "$" + "\\sqrt{" * 300 + "2" + "}" * 300 + "$",
+    "100 KB": "Let $x = 1$. " * 8000 + "\\boxed{6}",
+    "matrix": "\\boxed{\\begin{pmatrix}" + "\\\\".join(["&".join(["x^{99}"] * 40)] * 40) + "\\end{pmatrix}}",
+    "unbalanced": "$\\frac{1}{2" + "}" * 300 + "{" * 300 + "$",
+    "towers": "\\boxed{" + "2^" * 60 + "2}", "roots": "\\boxed{" + "\\sqrt{" * 40 + "2" + "}" * 40 + "}",
+    "fractions": "\\boxed{" + "\\frac{1}{" * 30 + "3" + "}" * 30 + "}", "big power": "\\boxed{(10^{64})^{64}}",
+    "decimal power": "\\boxed{1.5^{99999}}", "signs": "\\boxed{" + "-" * 250 + "1}",
+    "text": "\\boxed{" + "\\text{" * 100 + "}" * 100 + "}",
+}
+
+
+@pytest.mark.parametrize("name", HOSTILE_MATH)
+def test_hostile_math_answers_end_within_the_bound(name, monkeypatch):
+    """Every call returns a reward within MATH_SECONDS (here 0.5 s) of wall time, whatever the LaTeX."""
+    monkeypatch.setattr(es_grpo, "MATH_SECONDS", 0.5)
+    es_grpo.MATH_VERIFY.compare("1", "$1$")  # a started worker: its start (about 1 s) is not this answer's
+    start = time.monotonic()
+    reward = math_reward(HOSTILE_MATH[name], "6")
+    elapsed = time.monotonic() - start
+    assert reward in (0.0, 0.1, 1.0) and elapsed < 0.5 + 0.3, f"{elapsed:.2f} s"
+
+
+def test_the_bound_holds_off_the_main_thread(monkeypatch):
+    """math-verify's own timeout (signal.alarm) fails off the main thread; the worker's kill does not."""
+    monkeypatch.setattr(es_grpo, "MATH_SECONDS", 0.5)
+    rewards = []
+    thread = threading.Thread(target=lambda: rewards.append(math_reward(HOSTILE_MATH["tower"], "1")))
+    start = time.monotonic()
+    thread.start()
+    thread.join(timeout=60)
+    assert rewards == [0.1] and time.monotonic() - start < 0.5 + es_grpo.MathVerifier.START_SECONDS
+    assert math_reward("\\boxed{\\frac{1}{2}}", "0.5") == 1.0  # a new worker serves the next answer
+
+
+def test_the_workers_eval_runs_no_text_but_sympy_literals(monkeypatch):
+    """The guard the worker puts on eval and exec: sympy's parse_expr may run a number token's literal,
+    and nothing else; sympy's own code (imports, generated functions) runs as before."""
+    import sympy
+    from sympy.parsing.sympy_parser import parse_expr
+
+    monkeypatch.setattr(builtins, "eval", es_grpo.literals_only(builtins.eval))
+    monkeypatch.setattr(builtins, "exec", es_grpo.literals_only(builtins.exec))
+    ran = []
+    with pytest.raises(PermissionError):
+        parse_expr("ran.append(1)", local_dict={"ran": ran})
+    with pytest.raises(PermissionError):
+        parse_expr("__import__('os').getpid()")
+    assert ran == []
+    assert sympy.Number("12") == 12 and sympy.Number("0.25") == sympy.Float("0.25")
+    assert es_grpo.math_verify_compare("x \\leq 5", "$5 \\geq x$")[1]  # relations: sympy's generated code
+
+
+def test_what_reaches_sympys_eval_is_a_literal(monkeypatch):
+    """On every math answer of these tests, hostile ones included, what math-verify's LaTeX path hands
+    to Python's eval (sympy's parse_expr, through sympy.Number(text)) is a literal such as "Integer (12 )"."""
+    from sympy.parsing import sympy_parser
+
+    seen, real = [], sympy_parser.eval_expr
+    monkeypatch.setattr(sympy_parser, "eval_expr", lambda code, *scopes: (seen.append(code), real(code, *scopes))[1])
+    cheap = [text for name, text in HOSTILE_MATH.items() if name in ("unbalanced", "matrix", "sqrt chain")]
+    cheap += [HOSTILE_MATH[name] for name in ("text", "signs", "roots")]
+    answers = [(c, a) for c, a, _ in MATH_CASES] + [(text, "6") for text in cheap]
+    for completion, answer in answers:
+        es_grpo.math_verify_compare(answer, completion[-2048:])
+    assert seen and all(isinstance(code, str) and es_grpo.SYMPY_LITERAL.fullmatch(code) for code in seen), [
+        code for code in seen if not (isinstance(code, str) and es_grpo.SYMPY_LITERAL.fullmatch(code))][:3]
+
+
+def test_the_verifier_command_reads_math_verifys_tables_as_literals(tmp_path):
+    """eval.py verifier: each parametrize row of a test file is a case; other settings are left out."""
+    import eval as evaluation
+    from conftest import in_process
+
+    (tmp_path / "test_cases.py").write_text(
+        'import pytest\n@pytest.mark.parametrize("gold,pred,expected", [\n'
+        '    ("$\\\\frac{1}{2}$", "so $\\\\boxed{0.5}$", 1),\n    ("$4$", "The answer is $\\\\frac{3}{4}$.", 0),\n'
+        '    ("$1$", "$2$", 1),\n])\ndef test_a(gold, pred, expected): pass\n'
+        '@pytest.mark.parametrize("gold,pred,expected,precision", [("$1$", "$1.01$", 1, 1)])\n'
+        'def test_b(gold, pred, expected, precision): pass\n')
+    result = in_process(evaluation.main, "verifier", str(tmp_path))
+    assert result.returncode == 0
+    assert result.stdout.startswith("2 of 3 cases agree (66.7%), 0 false positives; 1 left out")
+    assert "test_cases.py:5: expected 1, reward 0.1" in result.stdout
