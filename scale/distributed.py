@@ -62,7 +62,9 @@ class Torchrun(es_grpo.OneProcess):
         return self.model_device or device
 
     def stop(self):
-        """The rollout engine first (it holds process groups of its own), then the process group."""
+        """The rollout engine last of all: vLLM's shutdown destroys its own groups and then the default
+        process group (vLLM 0.33.0 v1/engine/core.py:834-850), so nothing collective may follow it; the
+        group is destroyed here only where the engine left it (no engine, or the stand-in's)."""
         gc.collect()  # FSDP modules sit in reference cycles; gloo can abort the exit if they outlive the group
         if self.engine is not None:
             self.engine.shutdown()

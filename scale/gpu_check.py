@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import functools
 import importlib.util
+import logging
 import resource
 import statistics
 import sys
@@ -92,6 +93,7 @@ def vllm_rows(check: CheckArgs, tokenizer, problems, args, device: str, make_bac
         tokenizer.save_pretrained(folder)
         backend = make_backend(folder)
         backend.start()
+    warnings = LoadWarnings(backend)
     params = list(model.parameters())
     master = es_grpo.master_weights(params)
     members = backend.es_weights(model)
@@ -114,7 +116,30 @@ def vllm_rows(check: CheckArgs, tokenizer, problems, args, device: str, make_bac
                              generate=backend)
     rows.append(row("grpo, vLLM", params, *timed_updates("grpo (vLLM)", step, check.updates, device), device))
     backend.shutdown()
+    print(f"vLLM logged {warnings.count} warnings while weights were loaded into the engine ({warnings.loads} "
+          "loads; 0 expected: each tensor reaches the engine in its dtype)")
     return rows
+
+
+class LoadWarnings(logging.Handler):
+    """Counts the warnings vLLM's loggers emit while backend.load runs (vLLM 0.33.0 warns for every tensor
+    whose dtype narrows on load: model_executor/models/utils.py:324-338)."""
+
+    def __init__(self, backend):
+        super().__init__(logging.WARNING)
+        self.count, self.loads, self.loading, load = 0, 0, False, backend.load
+        logging.getLogger("vllm").addHandler(self)
+
+        def counted(named):
+            self.loading, self.loads = True, self.loads + 1
+            try:
+                return load(named)
+            finally:
+                self.loading = False
+        backend.load = counted
+
+    def emit(self, record):
+        self.count += self.loading
 
 
 def main(argv=None, make_backend=None):
@@ -141,9 +166,11 @@ def main(argv=None, make_backend=None):
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
     if make_backend is None and device.startswith("cuda") and importlib.util.find_spec("vllm"):
-        from vllm_rollout import VLLMRollout
-        make_backend = functools.partial(VLLMRollout.launch, dtype="bfloat16", memory=0.5,
-                                         max_len=256 + check.max_new_tokens, seed=0)
+        from vllm_rollout import EngineSettings, VLLMRollout
+
+        def make_backend(folder):
+            return VLLMRollout.launch(EngineSettings(folder, "bfloat16", 0.5, 256 + check.max_new_tokens,
+                                                     8192, 256, 0, 600))
     if make_backend is None:
         print("the vLLM part is skipped: it needs vLLM and a CUDA GPU (pip install -r scale/requirements.txt)")
     else:

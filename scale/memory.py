@@ -73,7 +73,12 @@ def estimate(config, ranks: int = 8, microbatch: int = 4, preset: dict = PAPER, 
             # --rollout vllm: what the trainer holds on the GPU beside the engine, and the engine's own weights
             "es_vllm_trainer": 2 * largest * 4 / GB, "grpo_vllm_trainer": (grpo_states + activations) / GB,
             "grpo_fsdp_vllm_trainer": (fsdp_states + activations) / GB, "engine_bf16": params * 2 / GB,
-            "engine_fp32": params * 4 / GB, "kv_per_sequence_bf16": tokens * kv_per_token * 2 / GB}
+            "engine_fp32": params * 4 / GB, "kv_per_sequence_bf16": tokens * kv_per_token * 2 / GB,
+            "kv_per_token_bf16": kv_per_token * 2 / GB,
+            # vLLM's startup profile: one forward of the whole token batch (one layer's MLP and attention
+            # activations at a time), and the sampler's fp32 logits and probabilities for every sequence
+            "profile_per_token_bf16": (2 * text.intermediate_size + 4 * text.hidden_size) * 2 / GB,
+            "profile_per_sequence": 2 * text.vocab_size * 4 / GB}
 
 
 def trainer_need(estimate_: dict, algo: str, grpo_fsdp: bool) -> float:
@@ -84,6 +89,25 @@ def trainer_need(estimate_: dict, algo: str, grpo_fsdp: bool) -> float:
     return estimate_["grpo_fsdp_vllm_trainer" if grpo_fsdp else "grpo_vllm_trainer"]
 
 
+def engine_batch(gpu_gb: float, device_name: str) -> tuple[int, int]:
+    """(max_num_batched_tokens, max_num_seqs) that vLLM 0.33.0 picks for LLM(...) by GPU
+    (engine/arg_utils.py:2958-3003): 16,384 and 1,024 from 70 GiB (A100s excepted), else 8,192 and 256.
+    scale/train.py passes them to the engine, so the engine profiles the batch this check sized."""
+    large = gpu_gb >= 160 or (gpu_gb >= 70 and "a100" not in device_name.lower())
+    return (16384, 1024) if large else (8192, 256)
+
+
+def engine_need(estimate_: dict, dtype: str, max_len: int, batch_tokens: int, batch_seqs: int) -> float:
+    """GB the engine needs to start, as vLLM's startup checks it: its weights, ENGINE_WORKSPACE_GB, the
+    profile of its batch (the larger of batch_tokens and max_len tokens, batch_seqs sequences), and a KV
+    cache that holds one whole sequence of max_len tokens (v1/core/kv_cache_planning.py:50-86)."""
+    size = 2 if dtype == "float32" else 1  # relative to bf16
+    profile = (max(batch_tokens, max_len) * estimate_["profile_per_token_bf16"] * size
+               + batch_seqs * estimate_["profile_per_sequence"])
+    return (estimate_["engine_fp32" if dtype == "float32" else "engine_bf16"] + ENGINE_WORKSPACE_GB + profile
+            + max_len * estimate_["kv_per_token_bf16"] * size)
+
+
 def engine_share(trainer_gb: float, engine_min_gb: float, gpu_gb: float, asked: float = 0.0) -> float:
     """The share of the GPU for vLLM's gpu_memory_utilization: `asked` if given, else all that the trainer and
     MARGIN_GB leave (at most 0.9). Raises ValueError, saying what does not fit, when the engine would get less
@@ -91,8 +115,8 @@ def engine_share(trainer_gb: float, engine_min_gb: float, gpu_gb: float, asked: 
     share = asked or min(0.9, (gpu_gb - trainer_gb - MARGIN_GB) / gpu_gb)
     if share * gpu_gb < engine_min_gb:
         raise ValueError(f"the engine would get {max(share, 0) * gpu_gb:.1f} of this GPU's {gpu_gb:.0f} GB, less "
-                         f"than the {engine_min_gb:.1f} GB its weights and one sequence need (the trainer needs "
-                         f"{trainer_gb:.1f} GB)")
+                         f"than the {engine_min_gb:.1f} GB it needs to start (weights, its profiling batch and one "
+                         f"whole sequence; the trainer needs {trainer_gb:.1f} GB)")
     if trainer_gb + MARGIN_GB > (1 - share) * gpu_gb + 1e-6:  # (the computed share meets it exactly)
         raise ValueError(f"--vllm-memory {share:g} leaves {(1 - share) * gpu_gb:.1f} of this GPU's {gpu_gb:.0f} GB "
                          f"to the trainer, which needs {trainer_gb:.1f} GB (+{MARGIN_GB:g}); at most "
@@ -126,7 +150,7 @@ if __name__ == "__main__":
     gpu = 80e9 / GB
     for name, e in estimates.items():
         cells = []
-        engine_min = e["engine_bf16"] + ENGINE_WORKSPACE_GB + e["kv_per_sequence_bf16"]
+        engine_min = engine_need(e, "bfloat16", PROMPT_TOKENS + PAPER["max_new_tokens"], *engine_batch(gpu, "H100"))
         for need in (e["es_vllm_trainer"], e["grpo_vllm_trainer"], e["grpo_fsdp_vllm_trainer"]):
             try:
                 share = f"{engine_share(need, engine_min, gpu):.2f}"

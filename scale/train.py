@@ -21,12 +21,14 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import torch
+from transformers import AutoTokenizer
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
 import es_grpo  # noqa: E402
 import memory  # noqa: E402
 from distributed import Torchrun  # noqa: E402
 from es_grpo import dataclass_parser, flag  # noqa: E402
+from vllm_rollout import EngineSettings, VLLMRollout  # noqa: E402 (vLLM itself only when an engine starts)
 
 
 @dataclass
@@ -40,7 +42,8 @@ class ScaleArgs:
     vllm_dtype: str = flag("auto", "the engine's weights (auto: --dtype for ES alone, so that members are the "
                                    "transformers path's; bfloat16 when a GRPO stage runs)",
                            ("auto", "float32", "bfloat16", "float16"))
-    vllm_max_len: int = flag(0, "vLLM max_model_len, prompt plus completion (0: the model's own)")
+    vllm_max_len: int = flag(0, "vLLM max_model_len, prompt plus completion (0: the run's longest prompt plus "
+                                "--max-new-tokens)")
     grpo_fsdp: bool = flag(False, "shard GRPO's trained weights, gradients, AdamW states and reference over the "
                                   "ranks (FSDP2) instead of DDP; rollouts use a whole copy")
     check_every: int = flag(1, "updates between checks that all ranks hold identical weights (0: at stage ends)")
@@ -58,20 +61,57 @@ def saved_config(argv: list[str]) -> dict | None:
         return None
 
 
-def vllm_settings(run: dict, scale: ScaleArgs, world: int, gpu_gb: float, model_config) -> tuple[float, str]:
-    """(gpu_memory_utilization, dtype) for the engine beside this run's trainer on a GPU of gpu_gb (2^30 bytes),
-    by scale/memory.py's arithmetic; ValueError (what does not fit) when both cannot. The engine is created
-    before the trainer loads (with external_launcher its creation is a collective), and vLLM takes its share
-    at once: so the check is arithmetic, made before anything starts."""
-    dtype = scale.vllm_dtype if scale.vllm_dtype != "auto" else "bfloat16" if "grpo" in run["algo"] else run["dtype"]
+def engine_length(args: es_grpo.Args, tokenizer) -> int:
+    """max_model_len for the run: its longest prompt (training, evaluation and held-out problems, in the
+    tokenizer's tokens, as the engine receives them) plus --max-new-tokens."""
+    train, evaluation, heldout = es_grpo.evaluation_sets(args, tokenizer)
+    problems = [*train, *evaluation, *(p for family in heldout.values() for p in family)]
+    prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems]
+    ids = tokenizer(prompts, add_special_tokens=tokenizer.chat_template is None)["input_ids"]
+    return max(map(len, ids)) + args.max_new_tokens
+
+
+def engine_dtype(run: dict, scale: ScaleArgs) -> str:
+    return scale.vllm_dtype if scale.vllm_dtype != "auto" else "bfloat16" if "grpo" in run["algo"] else run["dtype"]
+
+
+def engine_settings(run: dict, scale: ScaleArgs, world: int, gpu: tuple[float, str], model_config,
+                    max_len: int) -> EngineSettings:
+    """The engine beside this run's trainer on a GPU of gpu[0] GB (2^30 bytes) named gpu[1], by
+    scale/memory.py's arithmetic, which mirrors vLLM's startup conditions (a KV cache for one whole sequence
+    of max_len, the profile of its batch); ValueError (what does not fit) when trainer and engine cannot
+    share the GPU. The engine is created before the trainer loads (with external_launcher its creation is a
+    collective) and vLLM takes its share at once, so the check is arithmetic, made before anything starts."""
+    dtype = engine_dtype(run, scale)
     rows = run["grpo_prompts"] * run["grpo_group"] // world
     estimate = memory.estimate(model_config, ranks=world, microbatch=run["grpo_microbatch"] or rows, preset=run,
                                grpo_bytes=4 if run["dtype"] == "float32" else 2)
-    weights = estimate["engine_fp32" if dtype == "float32" else "engine_bf16"]
-    sequence = estimate["kv_per_sequence_bf16"] * (2 if dtype == "float32" else 1)
-    trainer = memory.trainer_need(estimate, run["algo"], scale.grpo_fsdp)
-    return memory.engine_share(trainer, weights + memory.ENGINE_WORKSPACE_GB + sequence, gpu_gb,
-                               scale.vllm_memory), dtype
+    longest = getattr(model_config.get_text_config(), "max_position_embeddings", None)
+    if longest and max_len > longest:
+        raise ValueError(f"prompt plus completion is {max_len} tokens, more than the model's {longest}")
+    batch = memory.engine_batch(*gpu)
+    need = memory.engine_need(estimate, dtype, max_len, *batch)
+    share = memory.engine_share(memory.trainer_need(estimate, run["algo"], scale.grpo_fsdp), need, gpu[0],
+                                scale.vllm_memory)
+    return EngineSettings(run["model"] or str(es_grpo.TINY_MODEL), dtype, share, max_len, *batch, run["seed"],
+                          scale.dist_timeout)
+
+
+def vllm_engine(parser, config: dict, scale: ScaleArgs, world: int) -> EngineSettings:
+    """The engine's settings, or a one-line refusal naming the flags, before any engine starts."""
+    model = config["model"] or str(es_grpo.TINY_MODEL)
+    args = es_grpo.Args(**{k: v for k, v in config.items() if k in es_grpo.Args.__dataclass_fields__})
+    max_len = scale.vllm_max_len or engine_length(args, AutoTokenizer.from_pretrained(model))
+    if not torch.cuda.is_available():  # vLLM refuses to start anyway; the stand-in engine needs no check
+        return EngineSettings(model, engine_dtype(config, scale), scale.vllm_memory or 0.5, max_len, 8192, 256,
+                              config["seed"], scale.dist_timeout)
+    device = int(os.environ.get("LOCAL_RANK", "0"))
+    gpu = (torch.cuda.get_device_properties(device).total_memory / memory.GB, torch.cuda.get_device_name(device))
+    try:
+        return engine_settings(config, scale, world, gpu, memory.config_of(model), max_len)
+    except ValueError as err:
+        parser.error(f"--rollout vllm: {err}; try --grpo-fsdp, a smaller --grpo-microbatch, --vllm-memory, "
+                     "--vllm-max-len, --max-new-tokens or --rollout hf")
 
 
 def main(argv=None, launcher=Torchrun):
@@ -96,18 +136,7 @@ def main(argv=None, launcher=Torchrun):
             parser.error(message)
     generate = es_grpo.rollout
     if scale.rollout == "vllm":
-        from vllm_rollout import VLLMRollout
-
-        model = config["model"] or str(es_grpo.TINY_MODEL)
-        share, dtype = scale.vllm_memory or 0.5, scale.vllm_dtype  # no GPU here: vLLM refuses to start anyway
-        if torch.cuda.is_available():
-            gpu_gb = torch.cuda.get_device_properties(int(os.environ.get("LOCAL_RANK", "0"))).total_memory / memory.GB
-            try:
-                share, dtype = vllm_settings(config, scale, world, gpu_gb, memory.config_of(model))
-            except ValueError as err:
-                parser.error(f"--rollout vllm: {err}; try --grpo-fsdp, a smaller --grpo-microbatch, --vllm-memory "
-                             "or --rollout hf")
-        generate = VLLMRollout.launch(model, dtype, share, scale.vllm_max_len, config["seed"])
+        generate = VLLMRollout.launch(vllm_engine(parser, config, scale, world))
     in_engine_es = scale.rollout == "vllm" and config["algo"] == "es"  # the model is then only saved
     ranks = launcher(scale.grpo_fsdp, scale.check_every, scale.dist_timeout, config=vars(scale),
                      engine=generate if scale.rollout == "vllm" else None, model_device="cpu" if in_engine_es else None)

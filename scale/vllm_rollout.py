@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import socket
 import sys
+from dataclasses import dataclass
 from pathlib import Path
 
 import torch
@@ -27,7 +28,12 @@ class WeightSync:
     Names carry an es_grpo_ prefix because vLLM refuses an extension attribute the worker already has."""
 
     def es_grpo_load_weights(self, named: list[tuple[str, torch.Tensor]]):
-        self.get_model().load_weights(weights=[(name, tensor.detach()) for name, tensor in named])
+        """Each tensor cast to the engine's dtype as load_weights takes it (a generator: one cast tensor at a
+        time, no second copy of the weights). The values are the ones the engine's copy_ from fp32 would
+        store (both round to nearest even), and vLLM 0.33.0 logs no warning: it warns for every tensor whose
+        dtype narrows on copy (model_executor/models/utils.py:324-338)."""
+        dtype = next(self.get_model().parameters()).dtype
+        self.get_model().load_weights(weights=((name, tensor.detach().to(dtype)) for name, tensor in named))
 
     def es_grpo_checksum(self) -> float:
         return float(sum(p.double().sum() for p in self.get_model().parameters()))
@@ -75,6 +81,31 @@ def completions_to_rollout(tokenizer, prompt_ids: list[list[int]], completion_id
                    torch.full(completions.shape, float("nan"), device=device))
 
 
+@dataclass
+class EngineSettings:
+    """What LLM(...) is given (vLLM 0.33.0 engine/arg_utils.py): the length a run needs, not the model's
+    context, and the batch vLLM profiles at startup, both sized by scale/memory.py's check first; the
+    timeouts of vLLM's own process groups (config/parallel.py:364-372), which otherwise stay at torch's
+    600 s (NCCL) and 1,800 s (gloo) whatever --dist-timeout says."""
+
+    model: str
+    dtype: str
+    memory: float  # gpu_memory_utilization
+    max_len: int  # max_model_len: the longest prompt plus --max-new-tokens, or --vllm-max-len
+    batch_tokens: int  # max_num_batched_tokens: what vLLM profiles with at startup
+    batch_seqs: int  # max_num_seqs
+    seed: int
+    timeout_s: int  # --dist-timeout
+
+    def arguments(self) -> dict:
+        return dict(model=self.model, dtype=self.dtype, gpu_memory_utilization=self.memory,
+                    max_model_len=self.max_len, max_num_batched_tokens=max(self.batch_tokens, self.max_len),
+                    max_num_seqs=self.batch_seqs, seed=self.seed + int(os.environ.get("RANK", "0")),
+                    distributed_executor_backend="external_launcher",
+                    distributed_timeout_seconds=self.timeout_s, cpu_distributed_timeout_seconds=self.timeout_s,
+                    worker_extension_cls=f"{WeightSync.__module__}.WeightSync")
+
+
 class VLLMRollout:
     """A callable with es_grpo.rollout's signature that decodes with a vLLM engine. make_engine() returns the
     engine; sampling_params is vllm.SamplingParams or a stand-in.
@@ -94,36 +125,30 @@ class VLLMRollout:
         self.engine = self.engine or self.make_engine()
 
     def shutdown(self):
-        """Release the engine and vLLM's process groups; Torchrun.stop calls this before the process group
-        goes (left to vLLM's finalizers at exit, they tear down groups already destroyed)."""
+        """Release the engine and every process group (vLLM's shutdown destroys the default one too: see
+        launch's close_engine); Torchrun.stop calls this last, when nothing collective is left to run."""
         if self.engine is not None and self.close_engine is not None:
             self.close_engine(self.engine)
         self.engine = None
 
     @classmethod
-    def launch(cls, model: str, dtype: str, memory: float, max_len: int, seed: int) -> VLLMRollout:
+    def launch(cls, settings: EngineSettings) -> VLLMRollout:
         try:
             from vllm import LLM, SamplingParams
         except ImportError:
             raise SystemExit("--rollout vllm: vLLM is not installed (pip install -r scale/requirements.txt, "
                              "on a CUDA machine)")
 
-        def make_engine():
-            return LLM(model=model, dtype=dtype, gpu_memory_utilization=memory, max_model_len=max_len or None,
-                       seed=seed + int(os.environ.get("RANK", "0")), distributed_executor_backend="external_launcher",
-                       worker_extension_cls=f"{WeightSync.__module__}.WeightSync")
-
         def close_engine(engine):
-            """vLLM 0.33.0: InprocClient.shutdown (v1/engine/core_client.py) stops the executor, which destroys
-            the model-parallel groups; destroy_distributed_environment then releases vLLM's world group and the
-            default process group."""
-            from vllm.distributed.parallel_state import destroy_distributed_environment
-
+            """vLLM 0.33.0: InprocClient.shutdown runs EngineCore.shutdown (v1/engine/core.py:834-850), which
+            ends with cleanup_dist_env_and_memory (distributed/parallel_state.py:2549-2571): it destroys vLLM's
+            model-parallel and world groups and then torch.distributed's default process group, although
+            v1/executor/uniproc_executor.py:211-216 says the launcher's groups stay. Nothing collective can
+            run after this (Torchrun.stop finds the group gone)."""
             engine.llm_engine.engine_core.shutdown()
-            destroy_distributed_environment()
 
         one_process_environment()
-        return cls(make_engine, SamplingParams, close_engine)
+        return cls(lambda: LLM(**settings.arguments()), SamplingParams, close_engine)
 
     def load(self, named: list[tuple[str, torch.Tensor]]):
         self.engine.collective_rpc("es_grpo_load_weights", args=(named,))

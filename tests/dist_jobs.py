@@ -9,7 +9,8 @@ JOBS is a JSON list of jobs, each {"argv": [...]} plus, optionally:
 - "engine": "start" or "first_use": es_grpo.run with a stand-in vLLM engine whose creation is a collective,
   as vLLM's is with external_launcher. "start" lets Torchrun start it on every rank after joining the process
   group (what scale/train.py does); "first_use" leaves it to the first generation, which strands the ranks
-  when one of them has nothing to generate yet. ENGINE_TIMEOUT: its --dist-timeout.
+  when one of them has nothing to generate yet. ENGINE_TIMEOUT: its --dist-timeout, which reaches the
+  engine's own process group (the default group's timeout is 600 s).
 Rank 0 prints `job N: begins` before each job. Each rank says when an engine is shut down, when the process
 group is destroyed (with the FSDP modules still alive then: gloo may abort the exit if any are) and, after an
 engine job, how many engines it created."""
@@ -18,6 +19,7 @@ import json
 import os
 import signal
 import sys
+from datetime import timedelta
 from pathlib import Path
 from types import SimpleNamespace
 
@@ -31,7 +33,7 @@ import es_grpo  # noqa: E402
 from distributed import Torchrun  # noqa: E402
 from test_scale import FakeEngine  # noqa: E402
 from train import main  # noqa: E402
-from vllm_rollout import VLLMRollout  # noqa: E402
+from vllm_rollout import EngineSettings, VLLMRollout  # noqa: E402
 
 rank, destroy, job = os.environ["RANK"], dist.destroy_process_group, {}
 
@@ -63,15 +65,24 @@ class FaultyRank1(Torchrun):
 
 
 def engine_run(argv: list[str], at: str):
-    created = []
+    """As vLLM 0.33.0 with external_launcher: creating the engine joins a process group of its own, with the
+    timeout LLM(...) is given (EngineSettings: --dist-timeout, here ENGINE_TIMEOUT), and its shutdown
+    destroys the default process group too (EngineCore.shutdown -> cleanup_dist_env_and_memory)."""
+    created, timeout = [], int(os.environ.get("ENGINE_TIMEOUT", "10"))
+    settings = EngineSettings("", "float32", 0.5, 64, 8192, 256, 0, timeout).arguments()
 
     def make_engine():
-        dist.all_reduce(torch.ones(1))  # every rank takes part, or the others wait
+        seconds = timedelta(seconds=settings["cpu_distributed_timeout_seconds"])
+        dist.all_reduce(torch.ones(1), group=dist.new_group(backend="gloo", timeout=seconds))
         created.append(1)
         return FakeEngine(*es_grpo.load_model(""))
 
-    backend = VLLMRollout(make_engine, SimpleNamespace, lambda engine: say("engine shut down"))
-    ranks = Torchrun(timeout_s=int(os.environ.get("ENGINE_TIMEOUT", "10")), engine=backend if at == "start" else None)
+    def close_engine(engine):
+        say("engine shut down")
+        dist.destroy_process_group()
+
+    backend = VLLMRollout(make_engine, SimpleNamespace, close_engine)
+    ranks = Torchrun(timeout_s=600, engine=backend if at == "start" else None)  # the engine's timeout decides
     es_grpo.run(es_grpo.parse_args(argv), backend, ranks)
     say(f"{len(created)} engine created")
 

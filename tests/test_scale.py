@@ -3,6 +3,7 @@ on plain torch models (vLLM itself needs CUDA and is not installed here)."""
 import copy
 import dataclasses
 import json
+import logging
 import os
 import shutil
 import subprocess
@@ -22,7 +23,7 @@ from conftest import ROOT, in_process, run_es_grpo
 sys.path.insert(0, str(ROOT / "scale"))
 import gpu_check  # noqa: E402
 import train  # noqa: E402
-from vllm_rollout import VLLMRollout, WeightSync, completions_to_rollout  # noqa: E402
+from vllm_rollout import EngineSettings, VLLMRollout, WeightSync, completions_to_rollout  # noqa: E402
 
 RUN = ["--steps", "3", "--es-population", "5", "--es-prompts", "4", "--grpo-prompts", "4", "--grpo-group", "4",
        "--eval-problems", "3", "--heldout-problems", "2", "--eval-samples", "16", "--rollout-batch", "8"]
@@ -256,6 +257,9 @@ FUSED = {".q_proj.": ".qkv_proj.", ".k_proj.": ".qkv_proj.", ".v_proj.": ".qkv_p
          ".gate_proj.": ".gate_up_proj.", ".up_proj.": ".gate_up_proj."}  # vLLM 0.33.0 llama.py: hf_to_vllm_mapper
 
 
+VLLM_LOG = logging.getLogger("vllm.model_executor.models.utils")
+
+
 class FakeEngine:
     """Stands in for vllm.LLM where bugs hide. It holds the weights as vLLM holds a Llama's (vllm/model_executor/
     models/llama.py): q, k and v fused into one qkv_proj tensor, gate and up into gate_up_proj, and a tied LM
@@ -263,14 +267,14 @@ class FakeEngine:
     writes each into its slice of the fused tensor; a name it does not know is an error. It decodes with a
     transformers copy rebuilt from the fused tensors before each generation."""
 
-    def __init__(self, model, tokenizer):
+    def __init__(self, model, tokenizer, dtype=None):
         self.model, self.tokenizer, self.generated_with, self.loads = copy.deepcopy(model), tokenizer, [], 0
         self.slices, self.fused, parts = {}, {}, {}  # transformers name -> (vLLM name, rows); vLLM tensors
         for name, param in model.named_parameters():
             fused = next((name.replace(hf, vllm) for hf, vllm in FUSED.items() if hf in name), name)
             parts.setdefault(fused, []).append((name, param.detach().clone()))
         for fused, named in parts.items():
-            self.fused[fused] = torch.cat([tensor for _, tensor in named])
+            self.fused[fused] = torch.cat([tensor for _, tensor in named]).to(dtype or named[0][1].dtype)
             start = 0
             for name, tensor in named:
                 self.slices[name] = (fused, slice(start, start + len(tensor)))
@@ -285,6 +289,8 @@ class FakeEngine:
         self.worker = Worker()
 
     def load_weights(self, weights):
+        """As vLLM 0.33.0's AutoWeightsLoader: a warning for each tensor whose dtype narrows on the copy
+        (model_executor/models/utils.py:324-338), then the copy, which rounds as Tensor.copy_ does."""
         self.loads += 1
         for name, tensor in weights:
             if name == "lm_head.weight" and self.tied:
@@ -292,7 +298,12 @@ class FakeEngine:
             if name not in self.slices:
                 raise ValueError(f"There is no module or parameter named {name!r}")
             fused, rows = self.slices[name]
-            self.fused[fused][rows].copy_(tensor)
+            target = self.fused[fused]
+            if target.dtype != tensor.dtype and not (target.dtype in (torch.float32, torch.float64)
+                                                     and tensor.dtype in (torch.float16, torch.bfloat16)):
+                VLLM_LOG.warning("Attempted to load weight %s with dtype %s into parameter with dtype %s",
+                                 name, tensor.dtype, target.dtype)
+            target[rows].copy_(tensor)
 
     def transformers_weights(self) -> dict[str, torch.Tensor]:
         return {name: self.fused[fused][rows] for name, (fused, rows) in self.slices.items()}
@@ -472,32 +483,73 @@ def test_one_process_gets_what_the_external_launcher_reads(monkeypatch):
 
 def test_the_engine_gets_what_the_trainer_leaves_and_what_cannot_fit_is_refused():
     """scale/train.py's check before the engine starts, on the published Qwen2.5 configs (no download) and an
-    80 GB GPU, 8 ranks, as scale/README's recipes run."""
+    80 GB H100, 8 ranks, as scale/README's recipes run: prompts of 256 tokens plus 1,024 new ones."""
     import memory
     from transformers import Qwen2Config
 
-    def settings(model, *flags, **scale_flags):
+    def settings(model, *flags, max_len=256 + 1024, gpu="NVIDIA H100 80GB HBM3", **scale_flags):
         run = vars(es_grpo.parse_args(["--preset", "paper", *flags]))
         scale = train.ScaleArgs(**{"rollout": "vllm", **scale_flags})
-        return train.vllm_settings(run, scale, 8, 80e9 / memory.GB, Qwen2Config(**memory.MODELS[model]))
+        return train.engine_settings(run, scale, 8, (80e9 / memory.GB, gpu), Qwen2Config(**memory.MODELS[model]),
+                                     max_len)
 
-    share, dtype = settings("Qwen2.5-1.5B-Instruct", "--algo", "grpo", "--grpo-microbatch", "4")
-    assert dtype == "bfloat16" and 0.25 < share < 0.3  # the trainer keeps 51.4 GB
-    assert settings("Qwen2.5-1.5B-Instruct", "--algo", "grpo-es", "--grpo-microbatch", "4")[0] == share
-    assert settings("Qwen2.5-1.5B-Instruct", "--algo", "es", "--dtype", "bfloat16") == (0.9, "bfloat16")
-    assert settings("Qwen2.5-7B-Instruct", "--algo", "es", "--dtype", "bfloat16") == (0.9, "bfloat16")
+    engine = settings("Qwen2.5-1.5B-Instruct", "--algo", "grpo", "--grpo-microbatch", "4")
+    assert engine.dtype == "bfloat16" and 0.25 < engine.memory < 0.3  # the trainer keeps 51.4 GB
+    assert (engine.max_len, engine.batch_tokens, engine.batch_seqs) == (1280, 16384, 1024)  # vLLM's H100 batch
+    assert settings("Qwen2.5-1.5B-Instruct", "--algo", "grpo-es", "--grpo-microbatch", "4").memory == engine.memory
+    assert settings("Qwen2.5-1.5B-Instruct", "--algo", "es", "--dtype", "bfloat16").memory == 0.9
+    assert settings("Qwen2.5-7B-Instruct", "--algo", "es", "--dtype", "bfloat16").memory == 0.9
+    a100 = settings("Qwen2.5-1.5B-Instruct", "--algo", "es", gpu="NVIDIA A100-SXM4-80GB")
+    assert (a100.batch_tokens, a100.batch_seqs) == (8192, 256)  # vLLM keeps A100s on the small batch
     with pytest.raises(ValueError, match="the trainer needs 183.1 GB"):  # 7B GRPO with DDP: not even alone
         settings("Qwen2.5-7B-Instruct", "--algo", "grpo", "--grpo-microbatch", "4")
     with pytest.raises(ValueError, match="leaves 37.3 of this GPU's 75 GB to the trainer, which needs 51.4"):
         settings("Qwen2.5-1.5B-Instruct", "--algo", "grpo", "--grpo-microbatch", "4", vllm_memory=0.5)
+    # what vLLM itself would refuse at startup: a KV cache without room for one whole sequence
+    with pytest.raises(ValueError, match="it needs to start"):
+        settings("Qwen2.5-7B-Instruct", "--algo", "es", "--dtype", "bfloat16", max_len=32768, vllm_memory=0.25)
+    with pytest.raises(ValueError, match="more than the model's 32768"):
+        settings("Qwen2.5-1.5B-Instruct", "--algo", "es", max_len=40000)
     refused = single("--rollout", "vllm", "--vllm-memory", "1.5", "--out", "never")
     assert refused.returncode == 2 and "--vllm-memory must be in [0, 1)" in refused.stderr
 
 
+def test_the_engine_is_as_long_as_the_run_needs_and_its_groups_wait_dist_timeout(tiny):
+    """max_model_len: the run's longest prompt in tokens plus --max-new-tokens (not the model's context);
+    vLLM's own process groups get --dist-timeout (both are LLM(...) arguments in vLLM 0.33.0)."""
+    _, tokenizer = tiny
+    args = es_grpo.parse_args(["--max-new-tokens", "12"])
+    longest = max(len(es_grpo.prompt_text(p, tokenizer)) for p in es_grpo.evaluation_pool("countdown"))
+    assert longest + 12 <= train.engine_length(args, tokenizer) <= longest + 12 + 8  # characters: one token each
+    arguments = EngineSettings("m", "bfloat16", 0.5, 80, 16384, 1024, 3, 42).arguments()
+    assert arguments["max_model_len"] == 80 and arguments["max_num_batched_tokens"] == 16384
+    assert arguments["distributed_timeout_seconds"] == arguments["cpu_distributed_timeout_seconds"] == 42
+    long = EngineSettings("m", "bfloat16", 0.5, 20000, 16384, 1024, 3, 42).arguments()
+    assert long["max_num_batched_tokens"] == 20000  # vLLM needs a whole sequence in one batch
+
+
+def test_weights_reach_a_bfloat16_engine_in_its_dtype_without_a_warning(fresh_tiny, caplog):
+    """The worker extension casts each fp32 tensor to the engine's dtype as load_weights takes it: the values
+    the engine's own copy would store, and no warning; loading fp32 directly warns, as vLLM does."""
+    model, tokenizer = fresh_tiny
+    engine = FakeEngine(model, tokenizer, dtype=torch.bfloat16)
+    with torch.no_grad():
+        next(model.parameters()).add_(1e-3)
+    named = list(model.named_parameters())
+    with caplog.at_level(logging.WARNING, logger=VLLM_LOG.name):
+        engine.collective_rpc("es_grpo_load_weights", args=(named,))
+    assert not caplog.records
+    assert all(torch.equal(engine.transformers_weights()[name], p.detach().to(torch.bfloat16)) for name, p in named)
+    with caplog.at_level(logging.WARNING, logger=VLLM_LOG.name):
+        engine.load_weights(named)  # the control: what vLLM logs for every narrowing tensor
+    assert len(caplog.records) >= len(named) - 1
+
+
 def test_gpu_check_script_runs_its_code_path_on_cpu():
-    """Both parts, the vLLM one with the stand-in engine loaded from the model folder the check writes."""
+    """Both parts, the vLLM one with a bfloat16 stand-in engine loaded from the model folder the check writes;
+    it reports whether vLLM warned while weights were loaded."""
     def stand_in(folder):
-        return VLLMRollout(lambda: FakeEngine(*es_grpo.load_model(folder)), SimpleNamespace)
+        return VLLMRollout(lambda: FakeEngine(*es_grpo.load_model(folder), dtype=torch.bfloat16), SimpleNamespace)
 
     result = in_process(lambda argv: gpu_check.main(argv, make_backend=stand_in), "--hidden", "64", "--layers", "2",
                         "--vocab", "512", "--updates", "2", "--population", "2", "--prompts", "2",
@@ -508,6 +560,7 @@ def test_gpu_check_script_runs_its_code_path_on_cpu():
     assert rows.keys() == {"es", "grpo", "es, vLLM", "grpo, vLLM"}
     assert all(float(row[4]) > 0 for row in rows.values())  # sequences/s
     assert rows["es, vLLM"][7].strip().endswith("s per member")
+    assert "vLLM logged 0 warnings while weights were loaded into the engine (" in result.stdout
 
 
 # --------------------------------------------------------------------------- only where a GPU (and vLLM) is present
@@ -538,7 +591,7 @@ def test_vllm_engine_decodes_as_the_hf_rollout(monkeypatch):
                         ("MASTER_PORT", "29517")):
         monkeypatch.setenv(name, value)
     model, tokenizer = es_grpo.load_model("", "cuda")
-    backend = VLLMRollout.launch(str(es_grpo.TINY_MODEL), "float32", 0.2, 64, 0)
+    backend = VLLMRollout.launch(EngineSettings(str(es_grpo.TINY_MODEL), "float32", 0.2, 64, 8192, 256, 0, 600))
     prompts = [es_grpo.prompt_text(p, tokenizer) for p in es_grpo.generate_problems("countdown", 64, seed=2)]
     hf = es_grpo.rollout(model, tokenizer, prompts)
     engine = backend(model, tokenizer, prompts)
