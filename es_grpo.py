@@ -260,13 +260,15 @@ def parse_expression(text: str, plain_math: bool = False):
     also have decimals, signs, ^ and implicit products, 2(3). Recursive descent over at most MAX_EXPR_CHARS
     characters and MAX_DEPTH levels; never run as code."""
     text = text.strip()
-    if not text or len(text) > MAX_EXPR_CHARS or not (PLAIN_MATH if plain_math else EXPRESSION).fullmatch(text):
+    alphabet = PLAIN_MATH if plain_math else EXPRESSION
+    if not text or len(text) > MAX_EXPR_CHARS or not alphabet.fullmatch(text):
         return None
     tokens, literals, cursor = EXPR_TOKEN.findall(text) + [""], [], 0  # "" marks the end
     def binary(operand, ops, depth):  # operand (op operand)*, left to right
         nonlocal cursor
         value = operand(depth)
-        while tokens[cursor] and (tokens[cursor] in ops or ops == "*/" and plain_math and tokens[cursor] == "("):
+        implicit = lambda: ops == "*/" and plain_math and tokens[cursor] == "("  # 2(3): a product
+        while tokens[cursor] and (tokens[cursor] in ops or implicit()):
             op, cursor = (tokens[cursor], cursor + 1) if tokens[cursor] in ops else ("*", cursor)
             value = arithmetic(op, value, operand(depth))
         return value
