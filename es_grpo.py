@@ -1,20 +1,20 @@
 """Evolution strategies (ES) and GRPO for LLM reasoning, end to end, in one file.
 
 Implements "Understanding Evolution Strategies for LLM Reasoning: Broader Reasoning Coverage than GRPO"
-(arXiv 2608.27351; claims, settings and equations in PAPER.md): verifier rewards, the unbiased Pass@K
-estimator, the GRPO and ES updates and the sequential GRPO->ES schedule.
+(arXiv 2608.27351; its settings and equations are restated where they are used): verifier rewards, the
+unbiased Pass@K estimator, the GRPO and ES updates and the sequential GRPO->ES schedule.
 
     python es_grpo.py                                # CPU, no network: GRPO then ES on the shipped tiny model
     python es_grpo.py --algo es --steps 100 --seed 1 --out runs/es-s1
     python es_grpo.py --algo grpo-es --model Qwen/Qwen2.5-1.5B-Instruct --data gsm8k_train.jsonl \\
         --preset paper --device cuda
     python es_grpo.py --resume runs/es-s1           # continue an interrupted run
-    torchrun --nproc_per_node=8 scale/train.py ...   # many GPUs: these functions, through run()'s hooks
+    torchrun --nproc_per_node=8 -m scale.train ...   # many GPUs: these functions, through run()'s hooks
 
 Sections follow the paper: config, model, task and verifier, rollout, Pass@K, GRPO, ES, schedule. A "layer"
-after an idea makes it faster or safer, and names the test showing the same result. `ranks`: see OneProcess.
-Machinery lives in scale/: run folders and checkpoints (run_folder.py), the batched population
-(population.py), many processes (distributed.py) and vLLM (vllm_rollout.py).
+after an idea makes it faster or safer, and names the test showing the same result; "machinery" (run
+folders) serves the run, not the algorithm. `ranks`: see OneProcess. scale/ adds many processes
+(distributed.py) and vLLM (vllm_rollout.py) through run()'s two hooks; this file imports nothing from it.
 
 Deliberate departures from the paper (the tiny default preset unless marked; --preset paper restores it):
  1. Model and task: a 0.86M-parameter character-level Llama pretrained on synthetic Countdown, not Qwen or
@@ -33,6 +33,7 @@ import argparse
 import contextlib
 import copy
 import dataclasses
+import fcntl
 import gc
 import inspect
 import json
@@ -41,8 +42,10 @@ import os
 import random
 import re
 import select
+import shutil
 import subprocess
 import sys
+import tempfile
 import threading
 import time
 from collections import Counter
@@ -55,12 +58,10 @@ import numpy as np
 import torch
 import transformers
 from huggingface_hub.utils import enable_progress_bars
+from safetensors import SafetensorError
 from tqdm import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
-from scale.population import batched_layers  # machinery: the population as one batch; run folders,
-from scale.run_folder import (BadInput, atomic_write, create_run_folder, open_run_folder,  # checkpoints and
-                              resume_metrics, save_checkpoint)  # resume; one-line refusal of a bad input
 from tiny_model.tasks import (ARITHMETIC, EVAL_POOL, FAMILIES, SPLIT_SEEDS, evaluation_pool,  # the tiny
                               generate_problems, never_trained_on)  # model's synthetic data (departure 1)
 
@@ -68,6 +69,18 @@ TINY_MODEL = Path(inspect.getfile(generate_problems)).resolve().parent  # also f
 log = tqdm.write  # prints above a progress bar instead of through it
 
 # ----------------------------------------------------------------------------- config
+
+class BadInput(SystemExit):
+    """A data file, model, flag or run folder that cannot be used: one line naming it on stderr, said when
+    raised (so every entry point says it), and exit status 2 as for a bad flag; no traceback."""
+
+    def __init__(self, message: str):
+        super().__init__(2)
+        self.message = message
+        print(f"error: {message}", file=sys.stderr, flush=True)
+
+    def __str__(self) -> str:
+        return self.message
 
 def flag(default, help, choices=None):
     return field(default=default, metadata={"help": help, "choices": choices})
@@ -173,6 +186,10 @@ def parse_args(argv=None) -> Args:
          "--grpo-temperature must be positive (it divides the logits), the others not negative")]:
         if bad:
             parser.error(message)
+    ignored = [token.split("=")[0] for token in (sys.argv[1:] if argv is None else argv)
+               if token.startswith("--") and not token.startswith("--resume")]
+    if a.resume and ignored:
+        parser.error(f"--resume continues a run with its saved flags: {' '.join(ignored)} would be ignored")
     a.out = a.out or f"runs/{a.algo}-s{a.seed}"
     return a
 
@@ -221,7 +238,8 @@ def load_model(name: str = "", device: str = "cpu", dtype: str = "float32"):
     try:
         tokenizer = AutoTokenizer.from_pretrained(name)
         model = AutoModelForCausalLM.from_pretrained(name, dtype=getattr(torch, dtype))
-    except (OSError, ValueError, KeyError, ImportError) as err:  # ImportError: a missing tokenizer library
+    except (OSError, ValueError, KeyError, ImportError, SafetensorError) as err:  # ImportError: a missing
+        # tokenizer library; SafetensorError: a truncated weights file
         reason = next(iter(str(err).strip().splitlines()), err.__class__.__name__)
         raise BadInput(f"--model {name}: cannot load a causal LM ({reason})") from None
     tokenizer.padding_side = "left"
@@ -725,7 +743,9 @@ def score(problems: list[dict], texts: list[str]) -> torch.Tensor:  # rewards; p
 # ----------------------------------------------------------------------------- Pass@K
 
 def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased Pass@k from n samples with c correct (PAPER.md): 1 - C(n-c, k) / C(n, k), product form."""
+    """Unbiased Pass@k from n samples with c correct (the paper's estimator): 1 - C(n-c, k) / C(n, k), in the
+    product form 1 - prod_{i=n-c+1..n} (1 - k/i), exact for large n; 1.0 when n - c < k. Raises ValueError
+    unless 0 <= c <= n and 1 <= k <= n."""
     if not 0 <= c <= n or not 1 <= k <= n:
         raise ValueError(f"pass_at_k needs 0 <= c <= n and 1 <= k <= n, got n={n} c={c} k={k}")
     return 1.0 if n - c < k else 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
@@ -782,8 +802,10 @@ def group_advantages(rewards: torch.Tensor, group: int, scale_std: bool = True) 
     return centred.masked_fill(constant, 0.0).flatten()  # (B,)
 
 def grpo_loss(logp, old_logp, ref_logp, advantages, mask, clip: float, beta: float, tokens=None):
-    """Clipped surrogate plus beta * k3 KL to the reference, mean over completion tokens (PAPER.md, GRPO);
-    logp, old_logp, ref_logp, mask: (B, T); advantages: (B,); tokens: the divisor (default: mask's count)."""
+    """(loss, statistics): the clipped surrogate plus beta * k3 KL to the reference, mean over completion
+    tokens (the paper's GRPO objective); statistics {"kl", "clip_frac"}, floats, masked means of the k3 KL
+    and of the tokens whose ratio left [1 - clip, 1 + clip]. logp, old_logp, ref_logp, mask: (B, T);
+    advantages: (B,); tokens: the divisor (default: mask's count)."""
     ratio = torch.exp(logp - old_logp)  # (B, T)
     adv = advantages.unsqueeze(1)  # (B, 1)
     surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - clip, 1 + clip) * adv)  # (B, T)
@@ -875,8 +897,8 @@ def zscore(rewards: torch.Tensor) -> torch.Tensor:
 
 @torch.no_grad()
 def es_update(params, master, seeds: list[int], z: torch.Tensor, alpha: float, drawn: dict | None = None):
-    """theta <- theta + alpha * (1/N) sum_n z_n eps_n (PAPER.md, ES; 1/sigma folded into alpha), in fp32 on
-    master. drawn: eps already generated, by (seed, tensor index); the rest is regenerated."""
+    """theta <- theta + alpha * (1/N) sum_n z_n eps_n (the paper's ES update; 1/sigma folded into alpha), in
+    fp32 on master. drawn: eps already generated, by (seed, tensor index); the rest is regenerated."""
     drawn = drawn or {}
     for index, (param, base) in enumerate(zip(params, master)):
         step = torch.zeros(param.shape, dtype=torch.float32, device=param.device)
@@ -891,8 +913,8 @@ def binary_entropy(p: torch.Tensor) -> torch.Tensor:
     return -(torch.xlogy(p, p) + torch.xlogy(1 - p, 1 - p))
 
 def js_succ(success: torch.Tensor) -> float:
-    """Verifier-projected JS diversity h(mean_i p_i) - mean_i h(p_i) (PAPER.md), averaged over problems;
-    success: (N members, problems) success probabilities. es_step logs it of greedy 0/1 successes as
+    """Verifier-projected JS diversity h(mean_i p_i) - mean_i h(p_i) (the paper's JS_succ), averaged over
+    problems; success: (N members, problems) success probabilities. es_step logs it of greedy 0/1 successes as
     `disagreement` (how split members are on a prompt), not JS_succ: that needs p_i (eval.py diversity)."""
     return float((binary_entropy(success.mean(0)) - binary_entropy(success).mean(0)).mean())
 
@@ -952,7 +974,7 @@ def es_step(model, params, master, tokenizer, problems: list[dict], args: Args, 
 def population_forward(model, params: list[torch.Tensor], master: list[torch.Tensor], seeds: list[int],
                        sigma: float, drawn: dict):
     """A context inside which row block n of every batch runs with member n's weights master + sigma * eps_n,
-    as set_weights builds them (scale/population.py patches the layers: NotImplementedError for a layer it
+    as set_weights builds them (batched_layers patches the layers: NotImplementedError for a layer it
     cannot batch). Each eps is kept in drawn[seed, index] for es_update."""
     stacked = {}  # shared by tied layers
     def members(i: int, param: torch.Tensor) -> torch.Tensor:  # (N, *shape) member weights of params[i]
@@ -963,6 +985,55 @@ def population_forward(model, params: list[torch.Tensor], master: list[torch.Ten
                                       for seed in seeds])
         return stacked[i]
     return batched_layers(model, params, members, len(seeds))
+
+@contextlib.contextmanager
+def batched_layers(model, params: list[torch.Tensor], members: Callable, count: int):
+    """Inside, a batch of count * R rows runs row block n with member n's weights, members(i, params[i]):
+    (count, *shape). Linear, Embedding and norm (weight * f(x)) layers are patched; another layer with
+    weights raises NotImplementedError. On leaving, every layer has its class's forward again."""
+    index = {id(p): i for i, p in enumerate(params)}
+    stacked = lambda param: members(index[id(param)], param)  # (N, *shape)
+    by_member = lambda x: x.reshape(count, -1, x.shape[-1])  # (N * R, ...) -> (N, R * ..., last)
+    def linear(layer):
+        weight, bias = stacked(layer.weight), None if layer.bias is None else stacked(layer.bias)
+        def forward(x):  # x: (N * R, L, in)
+            out = torch.bmm(by_member(x), weight.transpose(1, 2))  # (N, R * L, out)
+            return (out if bias is None else out + bias[:, None]).reshape(*x.shape[:-1], -1)
+        return forward
+    def embedding(layer):
+        weight = stacked(layer.weight)  # (N, V, d)
+        def forward(ids):  # ids: (N * R, L)
+            member = torch.arange(count, device=ids.device).repeat_interleave(ids.shape[0] // count)
+            return weight[member[:, None], ids]  # (N * R, L, d)
+        return forward
+    def norm(layer):
+        weight, unit = stacked(layer.weight), copy.deepcopy(layer)
+        unit.weight.data.fill_(1.0)  # unit(x) = f(x)
+        probe = torch.randn(2, layer.weight.shape[0], device=layer.weight.device, dtype=layer.weight.dtype)
+        if not torch.equal(layer(probe), layer.weight * unit(probe)):  # e.g. Gemma's (1 + weight) * f(x)
+            raise NotImplementedError(f"{type(layer).__name__} is not weight * f(x)")
+        def forward(x):  # x: (N * R, L, d)
+            return (weight[:, None] * by_member(unit(x))).reshape(x.shape)
+        return forward
+    patched = []
+    try:
+        for layer in model.modules():
+            own = dict(layer.named_parameters(recurse=False))
+            if not own:
+                continue
+            if isinstance(layer, torch.nn.Linear):
+                layer.forward = linear(layer)
+            elif isinstance(layer, torch.nn.Embedding):
+                layer.forward = embedding(layer)
+            elif own.keys() == {"weight"} and own["weight"].dim() == 1:
+                layer.forward = norm(layer)
+            else:
+                raise NotImplementedError(f"no batched form for {type(layer).__name__}")
+            patched.append(layer)
+        yield
+    finally:
+        for layer in patched:
+            del layer.forward  # back to the class's forward
 
 # ----------------------------------------------------------------------------- schedule
 
@@ -1085,19 +1156,104 @@ def markdown_table(rows: dict[str, dict], columns: list[str], label: str = "mode
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
+# --- machinery: run folders. Every --save-every updates and after each stage, RUN/checkpoint.pt (weights,
+# the stage's state, RNG states, evaluations so far) is replaced atomically; --resume continues from it to the
+# result of an uninterrupted run. A folder is made whole before it appears, and a lock held for the run's
+# life refuses a second run of it; nothing is written before every input has been read and checked.
+
+def atomic_write(path: Path, write):
+    """write(temporary path), then rename: a crash never leaves half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    write(tmp)
+    os.replace(tmp, path)
+
+def hold(folder: Path):
+    """The run folder's lock, held until the process ends (or the file closes); BadInput if a live
+    process holds it."""
+    lock = open(folder / "lock", "a")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise BadInput(f"{folder}: a running process holds this run folder") from None
+    return lock
+
+def open_run_folder(args: Args, ranks) -> tuple[Args, dict | None, object]:
+    """(args, checkpoint, lock): with --resume, the saved config and last checkpoint of an interrupted run,
+    its lock held; else args as given, once --out is known to be free (or --overwrite given)."""
+    if not args.resume:
+        out = Path(args.out)
+        if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.overwrite:
+            raise BadInput(f"--out {out}: run folder exists; pass --resume {out} to continue it or "
+                           "--overwrite to replace it")
+        return args, None, None
+    folder = Path(args.resume)
+    try:
+        saved = json.loads((folder / "config.json").read_text())
+        lock = hold(folder) if ranks.is_main else None
+        path = folder / "checkpoint.pt"
+        checkpoint = torch.load(path, weights_only=False) if path.exists() else None
+    except (OSError, ValueError, RuntimeError) as err:
+        raise BadInput(f"--resume {folder}: not a resumable run folder ({err.__class__.__name__})") from None
+    known = {f.name: saved[f.name] for f in dataclasses.fields(args) if f.name in saved}  # not "scale"
+    return type(args)(**{**known, "resume": str(folder), "out": str(folder)}), checkpoint, lock
+
+def create_run_folder(args: Args, ranks):
+    """--out, holding config.json (the launcher's settings too, for --resume), made whole in a staging
+    folder and renamed into place (a rename fails if another run made it first); returns its lock."""
+    out, lock = Path(args.out), None
+    ranks.barrier()  # every process has looked before the main one writes
+    if ranks.is_main:
+        if out.is_dir() and any(out.iterdir()):  # --overwrite: unless a live run holds it
+            hold(out).close()
+            shutil.rmtree(out)
+        elif out.exists() and not out.is_dir():
+            out.unlink()
+        out.parent.mkdir(parents=True, exist_ok=True)
+        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+        lock = hold(staging)
+        config = dataclasses.asdict(args) | ({"scale": ranks.config} if ranks.config else {})
+        (staging / "config.json").write_text(json.dumps(config, indent=2))
+        try:
+            os.rename(staging, out)
+        except OSError:
+            shutil.rmtree(staging)
+            raise BadInput(f"--out {out}: another run made this folder first") from None
+    ranks.barrier()
+    return lock
+
+def save_checkpoint(out: Path, model, stage: int, stage_state: dict | None, stages: list, ranks):
+    if ranks.is_main:  # every process holds the same weights: one writes them
+        rng = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+        state = {"model": model.state_dict(), "stage": stage, "stage_state": stage_state, "stages": stages,
+                 "rng": rng}
+        atomic_write(out / "checkpoint.pt", lambda tmp: torch.save(state, tmp))
+
+def resume_metrics(out: Path, schedule: list, checkpoint: dict | None, ranks):
+    """Drop metrics.jsonl's lines after the checkpoint's update: the resumed run writes them again."""
+    done = 0
+    if checkpoint:
+        in_stage = (checkpoint["stage_state"] or {}).get("update", 0)
+        done = sum(updates for _, updates in schedule[:checkpoint["stage"]]) + in_stage
+    if ranks.is_main:
+        lines = (out / "metrics.jsonl").read_text().splitlines() if (out / "metrics.jsonl").exists() else []
+        kept = [line for line in lines if line.strip() and json.loads(line)["update"] <= done]
+        atomic_write(out / "metrics.jsonl", lambda tmp: tmp.write_text("".join(line + "\n" for line in kept)))
+    ranks.log(f"resuming {out} after update {done}")
+
 def run(args: Args, generate=rollout, ranks: OneProcess = ONE_PROCESS) -> dict:
     """Evaluate the base model, train each stage of the schedule, evaluate and save after each. generate:
     rollout or any function with its signature (scale/: vLLM); ranks: the split over processes (scale/)."""
     device = ranks.start("cuda" if args.device == "auto" and torch.cuda.is_available() else
                          "cpu" if args.device == "auto" else args.device)
-    args, checkpoint = open_run_folder(args)  # every input is read and checked before anything is written
+    args, checkpoint, lock = open_run_folder(args, ranks)  # every input read and checked before any write
     out = Path(args.out)
     random.seed(args.seed)
     torch.manual_seed(args.seed)
     model, tokenizer = load_model(args.model, device, args.dtype)  # from_pretrained leaves it in eval mode
     train, evaluation, heldout = evaluation_sets(args, tokenizer)
     if not args.resume:
-        create_run_folder(args, ranks)
+        lock = create_run_folder(args, ranks)
     context = Context(args, model, tokenizer, train, generate, ranks, evaluation)
     ranks.log(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {len(train)} training / "
               f"{len(evaluation)} eval problems, held out: {', '.join(heldout) or 'none'}; algo {args.algo}, "
@@ -1131,6 +1287,8 @@ def run(args: Args, generate=rollout, ranks: OneProcess = ONE_PROCESS) -> dict:
         atomic_write(out / "summary.json", lambda tmp: tmp.write_text(strict_json(summary, indent=2)))
     ranks.log(markdown_table({row["name"]: row for row in stages}, TABLE_COLUMNS, "stage"))
     ranks.stop()
+    if lock is not None:
+        lock.close()
     return summary
 
 # ----------------------------------------------------------------------------- main
@@ -1138,9 +1296,5 @@ def run(args: Args, generate=rollout, ranks: OneProcess = ONE_PROCESS) -> dict:
 if __name__ == "__main__":
     torch.set_num_threads(max(1, min(torch.get_num_threads(), os.cpu_count() or 1)))
     if int(os.environ.get("WORLD_SIZE", "1")) > 1:
-        sys.exit("es_grpo.py runs one process; under torchrun, run scale/train.py (same flags)")
-    if sys.argv[1:2] == ["pretrain"]:  # rebuilds the shipped tiny model
-        from tiny_model.pretrain import main as pretrain_main
-        pretrain_main(sys.argv[2:])
-    else:
-        run(parse_args())
+        sys.exit("es_grpo.py runs one process; under torchrun, run -m scale.train (same flags)")
+    run(parse_args())

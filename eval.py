@@ -409,7 +409,7 @@ def population_diversity(model, tokenizer, problems: list[dict], args: Args, pop
 def diversity_statistics(member_correct: np.ndarray, centre_correct: np.ndarray, samples: int) -> dict:
     """Per problem (arrays (P,)), from success counts of N members (N, P) and of the centre (P,), S samples each:
     js_succ           h(p_bar) - mean_i h(p_i), plug-in p_i = c_i / S (biased up by about (1 - 1/N) / 2S)
-    predicted         N p_bar (1 - p_bar)^(N-1) js_succ (PAPER.md): the coverage gain over one policy of
+    predicted         N p_bar (1 - p_bar)^(N-1) js_succ (the paper's formula): the coverage gain over one policy of
                       success rate p_bar
     population_pass   Pass@N of the population, one sample per member: 1 - prod_i (1 - p_i), unbiased as the
                       members' samples are independent
@@ -634,7 +634,7 @@ def cmd_curves(argv):
 def train_run(out: Path, argv: list[str]) -> dict:
     """One es_grpo.py run in this process; returns its summary. A finished run in `out` made with the same
     settings is reused and an interrupted one resumed, so a long reproduction survives a crash, and runs made
-    with torchrun scale/train.py into the same folders count too; anything else in `out` is replaced."""
+    with torchrun -m scale.train into the same folders count too; anything else in `out` is replaced."""
     args = es_grpo.parse_args([*argv, "--out", str(out)])
     try:
         saved = json.loads((out / "config.json").read_text())
@@ -670,7 +670,8 @@ def population_sweep(out: Path, argv: list[str], populations: list[int], sequenc
 def grpo_at_gain(out: Path, flags: list[str], seeds: list[int], reach: float) -> dict:
     """GRPO trained again, each seed, for the updates at which its mean path reaches ES's mean Pass@1 (`reach`:
     the path's sequences there, NaN if it never does): the drift comparison that means something holds the
-    gain fixed (PAPER.md, methodology). {"updates": 0 if unreachable, "models": stage folders, "finals": rows}"""
+    gain fixed (per step, ES and GRPO drift as their step sizes do).
+    {"updates": 0 if unreachable, "models": stage folders, "finals": rows}"""
     args = es_grpo.parse_args(flags)
     updates = math.ceil(reach / (args.grpo_prompts * args.grpo_group)) if math.isfinite(reach) else 0
     finals, models = [], []
@@ -720,7 +721,7 @@ MODEL_SIZES = {  # claim 6's third part: the shipped model (0.86M parameters), o
 
 
 def pretrained(model: Path, flags: list[str], what: str, runs: list[Path]):
-    """es_grpo.py pretrain FLAGS into `model`, unless its pretrain.json records those very settings (a model
+    """tiny_model/pretrain.py FLAGS into `model`, unless its pretrain.json records those very settings (a model
     built with other flags, by an older recipe, is built again, and the `runs` trained from it are removed:
     train_run knows a model by its path only)."""
     from tiny_model.pretrain import PretrainArgs, main as pretrain
@@ -739,7 +740,7 @@ def pretrained(model: Path, flags: list[str], what: str, runs: list[Path]):
 def size_sweeps(out: Path, argv: list[str], populations: list[int], sequences: int, prompts: int,
                 shipped: dict, pretrain_flags: list[str]) -> dict:
     """The population sweep on models of several sizes: the shipped model's (`shipped`, population_sweep's rows)
-    and others pretrained here as it was (es_grpo.py pretrain with the flags of MODEL_SIZES and pretrain_flags;
+    and others pretrained here as it was (tiny_model/pretrain.py with the flags of MODEL_SIZES and pretrain_flags;
     kept in OUT/models). {size: {"parameters": count, "pretrain_loss": its final loss, "rows": the sweep's rows}};
     also written to OUT/analyses/sizes with a plot."""
     result = {}
@@ -841,7 +842,7 @@ def schedules(args: Args, steps: int) -> dict[str, int]:
 
 
 def verdicts(e: dict) -> list[tuple[str, str, str]]:
-    """(claim, verdict, evidence) for the six claims of PAPER.md. e: each quantity's (estimate, low, high), a
+    """(claim, verdict, evidence) for the paper's six claims. e: each quantity's (estimate, low, high), a
     95% interval, under the names used below, and `k`, the large K. The conditions (rises, falls, keeps,
     within) and their margins are defined once, above; tests/test_eval.py feeds hand-made numbers."""
     k = e["k"]
@@ -862,7 +863,8 @@ def verdicts(e: dict) -> list[tuple[str, str, str]]:
                    f"minus ES alone at equal sequences, Pass@{k} {shown(e['grpo_es_passk_minus_es'])}; Pass@{k} "
                    f"minus GRPO's where GRPO's path reaches GRPO->ES's Pass@1 "
                    f"{shown(e['grpo_es_passk_minus_grpo_at_pass1'])}"))
-    # the drift ratio read is at matched Pass@1 gain where GRPO's path reaches ES's (PAPER.md, methodology)
+    # the drift ratio read is at matched Pass@1 gain, where GRPO's path reaches ES's: a ratio of drifts
+    # means something at a fixed gain
     matched = "drift_ratio_matched_pass1" in e
     four = (within(e["drift_ratio_matched_pass1" if matched else "drift_ratio"], tuple(40 * b for b in RATIO_BAND)),
             keeps(e["sparse_pass1_change"]), rises(e["sparse_minus_random"]))
@@ -1152,7 +1154,7 @@ def cmd_reproduce(argv):
                         "LM head, then trained by ES and GRPO, seed 0: drift per module kind; about 15 min). A part "
                         "not asked for is still reported if OUT holds its runs. --plan lists the claims runs only")
     parser.add_argument("--plan", action="store_true", help="print each run's flags and exit: to launch them with "
-                        "torchrun scale/train.py into OUT/runs, where this command then finds and reuses them")
+                        "torchrun -m scale.train into OUT/runs, where this command then finds and reuses them")
     namespace, run_flags = parser.parse_known_args(argv)
     if set(namespace.parts.split(",")) - {"claims", "claim6", "paper-steps", "sizes", "untied"}:
         parser.error(f"--parts {namespace.parts}: the parts are claims, claim6, paper-steps, sizes and untied")

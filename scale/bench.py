@@ -1,9 +1,9 @@
 """Speed and memory of es_grpo.py against their physical limits and against TRL, measured side by side.
 
-    python scale/bench.py                 # installs trl==1.16.0 if missing; prints the markdown table
-    python scale/bench.py --repeats 3     # fewer alternations
-    python scale/bench.py --parts precision   # a bfloat16 engine's sampling against fp32 GRPO (seconds)
-    python scale/bench.py --parts verifier    # verifier seconds per 1,000 completions; its share of a step
+    python -m scale.bench                 # installs trl==1.16.0 if missing; prints the markdown table
+    python -m scale.bench --repeats 3     # fewer alternations
+    python -m scale.bench --parts precision   # a bfloat16 engine's sampling against fp32 GRPO (seconds)
+    python -m scale.bench --parts verifier    # verifier seconds per 1,000 completions; its share of a step
 
 Compared commands alternate (A, B, A, B, ...) so that drift in the machine hits both; each figure is a
 median over the repeats, after one warm-up of each. Memory is the peak resident set of a separate
@@ -26,11 +26,10 @@ from pathlib import Path
 import numpy as np
 import torch
 
+import es_grpo
+from scale.gpu_check import CheckArgs, build
+
 ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(ROOT / "scale"))
-import es_grpo  # noqa: E402
-from gpu_check import CheckArgs, build  # noqa: E402
 
 TRL = "trl==1.16.0"
 

@@ -1,6 +1,6 @@
 """What torchrun adds to es_grpo.run: the machinery behind its `ranks` hook (es_grpo.OneProcess).
 
-Under torchrun every rank runs scale/train.py. ES ranks deal out the population and exchange only scores;
+Under torchrun every rank runs -m scale.train. ES ranks deal out the population and exchange only scores;
 GRPO ranks take contiguous shares of the prompts, and DDP (or FSDP2 with --grpo-fsdp) averages the
 gradients. Every rank then holds the same weights, and after_update proves it. A rank that fails stops
 the others within --dist-timeout seconds. On one process (WORLD_SIZE=1) each method does what
@@ -12,9 +12,7 @@ import contextlib
 import copy
 import gc
 import os
-import sys
 from datetime import timedelta
-from pathlib import Path
 
 import torch
 import torch.distributed as dist
@@ -28,8 +26,7 @@ from torch.distributed.checkpoint.state_dict import (
 from torch.distributed.fsdp import FSDPModule, fully_shard
 from torch.nn.parallel import DistributedDataParallel
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import es_grpo  # noqa: E402
+import es_grpo
 
 WHOLE_STATE = StateDictOptions(full_state_dict=True, cpu_offload=True)  # checkpoints: whole tensors, on the CPU
 

@@ -1,8 +1,8 @@
 """One-GPU check, no downloads: ES and GRPO on a ~400M-parameter Llama built from a config, with the HF
 rollout and, where vLLM is installed, with a vLLM engine (ES inside it).
 
-    python scale/gpu_check.py                        # one GPU; meant to finish well under 8 minutes
-    python scale/gpu_check.py --hidden 64 --layers 2 --vocab 512 --updates 2   # the same code on a CPU, seconds
+    python -m scale.gpu_check                        # one GPU; meant to finish well under 8 minutes
+    python -m scale.gpu_check --hidden 64 --layers 2 --vocab 512 --updates 2   # the same code on a CPU, seconds
 
 The weights are random, so rewards are noise: this measures speed and memory, not learning. The vocabulary
 is a real LLM's size (32768, the shipped character tokenizer's ids are its first 26), so that the
@@ -17,17 +17,14 @@ import importlib.util
 import logging
 import resource
 import statistics
-import sys
 import tempfile
 import time
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
-sys.path[:0] = [str(Path(__file__).resolve().parents[1]), str(Path(__file__).resolve().parent)]
-import es_grpo  # noqa: E402
-from es_grpo import dataclass_parser, flag  # noqa: E402
+import es_grpo
+from es_grpo import dataclass_parser, flag
 
 
 @dataclass
@@ -166,7 +163,7 @@ def main(argv=None, make_backend=None):
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
     if make_backend is None and device.startswith("cuda") and importlib.util.find_spec("vllm"):
-        from vllm_rollout import EngineSettings, VLLMRollout
+        from scale.vllm_rollout import EngineSettings, VLLMRollout
 
         def make_backend(folder):
             return VLLMRollout.launch(EngineSettings(folder, "bfloat16", 0.5, 256 + check.max_new_tokens,

@@ -1,8 +1,8 @@
 """Computed (not measured) memory per GPU for ES and GRPO, Qwen2.5-1.5B and -7B-Instruct; the check that
 scale/train.py makes before it starts a vLLM engine beside the trainer.
 
-    python scale/memory.py            # prints the tables in scale/README.md; no download (configs below)
-    python scale/memory.py 2          # the same with GRPO micro-batches of 2 rows
+    python -m scale.memory            # prints the tables in scale/README.md; no download (configs below)
+    python -m scale.memory 2          # the same with GRPO micro-batches of 2 rows
 
 Parameter counts are exact: the models are built on the meta device from their published configs. The rest
 is arithmetic, per rank, with es_grpo's paper preset: 64 prompts per ES member, 64 x 8 GRPO samples shared
@@ -19,13 +19,11 @@ member costs the GPU only eps and master + sigma * eps of one tensor at a time.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from es_grpo import PRESETS  # noqa: E402
+from es_grpo import PRESETS
 
 MODELS = {  # from the hub's config.json of each model
     "Qwen2.5-1.5B-Instruct": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,

@@ -1,11 +1,11 @@
 """ES and GRPO on full-size models over many GPUs: es_grpo.run under torchrun, with vLLM rollouts if asked.
 
-    torchrun --nproc_per_node=8 scale/train.py --model Qwen/Qwen2.5-1.5B-Instruct --data gsm8k_train.jsonl \\
+    torchrun --nproc_per_node=8 -m scale.train --model Qwen/Qwen2.5-1.5B-Instruct --data gsm8k_train.jsonl \\
         --algo es --preset paper --rollout vllm
     torchrun --nnodes=2 --nproc_per_node=8 --rdzv-backend=c10d --rdzv-endpoint=HOST:29500 --rdzv-id=run1 \\
-        scale/train.py ...                         # the same command on every node
-    torchrun --nproc_per_node=2 scale/train.py --algo es --steps 4    # CPU, gloo, the shipped tiny model
-    torchrun --nproc_per_node=2 scale/train.py --resume runs/es-s0     # its scale flags come from the run folder
+        -m scale.train ...                         # the same command on every node
+    torchrun --nproc_per_node=2 -m scale.train --algo es --steps 4    # CPU, gloo, the shipped tiny model
+    torchrun --nproc_per_node=2 -m scale.train --resume runs/es-s0     # its scale flags come from the run folder
 
 All of the algorithm is es_grpo.py; this file picks its two hooks: `ranks` (scale/distributed.py: process
 groups, DDP or FSDP for GRPO, weight-agreement checks) and `generate` (es_grpo.rollout, or vLLM). Its own
@@ -23,12 +23,11 @@ from pathlib import Path
 import torch
 from transformers import AutoTokenizer
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-import es_grpo  # noqa: E402
-import memory  # noqa: E402
-from distributed import Torchrun  # noqa: E402
-from es_grpo import dataclass_parser, flag  # noqa: E402
-from vllm_rollout import EngineSettings, VLLMRollout  # noqa: E402 (vLLM itself only when an engine starts)
+import es_grpo
+from scale import memory
+from scale.distributed import Torchrun
+from es_grpo import dataclass_parser, flag
+from scale.vllm_rollout import EngineSettings, VLLMRollout  # vLLM itself: only when an engine starts
 
 
 @dataclass

@@ -12,14 +12,11 @@ from __future__ import annotations
 
 import os
 import socket
-import sys
 from dataclasses import dataclass
-from pathlib import Path
 
 import torch
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-from es_grpo import Rollout, eos_ids  # noqa: E402
+from es_grpo import Rollout, eos_ids
 
 
 class WeightSync:

@@ -28,12 +28,12 @@ import torch.distributed as dist
 from torch.distributed.fsdp import FSDPModule
 
 ROOT = Path(__file__).resolve().parents[1]
-sys.path[:0] = [str(ROOT), str(ROOT / "scale"), str(ROOT / "tests")]
+sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import es_grpo  # noqa: E402
-from distributed import Torchrun  # noqa: E402
+from scale.distributed import Torchrun  # noqa: E402
 from test_scale import FakeEngine  # noqa: E402
-from train import main  # noqa: E402
-from vllm_rollout import EngineSettings, VLLMRollout  # noqa: E402
+from scale.train import main  # noqa: E402
+from scale.vllm_rollout import EngineSettings, VLLMRollout  # noqa: E402
 
 rank, destroy, job = os.environ["RANK"], dist.destroy_process_group, {}
 

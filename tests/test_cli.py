@@ -67,8 +67,7 @@ def test_sharded_grpo_needs_prompts_that_split_evenly_over_the_ranks(tmp_path, m
     # scale/train.py reads WORLD_SIZE as torchrun sets it, before any process group exists
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setenv("RANK", "0")
-    sys.path.insert(0, str(ROOT / "scale"))
-    import train
+    from scale import train
     result = in_process(train.main, "--grpo-fsdp", "--grpo-prompts", "3", "--out", str(tmp_path / "never"))
     assert result.returncode == 2 and len(result.stderr.splitlines()) == 1
     assert "--grpo-fsdp needs --grpo-prompts divisible by the number of ranks (2)" in result.stderr
@@ -81,7 +80,8 @@ def test_pretrain_command_builds_a_loadable_model(tmp_path):
                         "--layers", "2", "--heads", "2", "--no-tie-embeddings", "--out", str(tmp_path / "m"))
     assert result.returncode == 0, result.stderr[-2000:]
     record = json.loads((tmp_path / "m" / "pretrain.json").read_text())
-    assert record["steps"] == 2 and record["seed"] == 0 and record["command"].startswith("python es_grpo.py pretrain")
+    assert record["steps"] == 2 and record["seed"] == 0
+    assert record["command"].startswith("python tiny_model/pretrain.py")
     import es_grpo
     model, tokenizer = es_grpo.load_model(str(tmp_path / "m"))
     assert tokenizer.pad_token_id == 0 and model.config.vocab_size == len(tokenizer)
@@ -119,5 +119,33 @@ def test_es_grpo_py_refuses_to_run_under_torchrun(tmp_path, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setattr(sys, "argv", ["es_grpo.py", "--out", str(tmp_path / "never")])
     result = in_process(lambda argv: runpy.run_path(str(ROOT / "es_grpo.py"), run_name="__main__"))
-    assert result.returncode == 1 and result.stderr.strip().endswith("under torchrun, run scale/train.py (same flags)")
+    assert result.returncode == 1 and result.stderr.strip().endswith("under torchrun, run -m scale.train (same flags)")
     assert not (tmp_path / "never").exists()
+
+
+def test_es_grpo_py_stands_alone_beside_the_tiny_models_data(tmp_path):
+    """Copied alone beside tiny_model/ (its task data), es_grpo.py imports and finds its model: it imports
+    nothing from scale/, eval.py or tiny_model/pretrain.py."""
+    import ast
+    import shutil
+    import subprocess
+
+    tree = ast.parse((ROOT / "es_grpo.py").read_text())
+    imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
+    imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
+    assert not {name for name in imported if name.split(".")[0] in ("scale", "eval") or "pretrain" in name}
+    shutil.copy(ROOT / "es_grpo.py", tmp_path)
+    shutil.copytree(ROOT / "tiny_model", tmp_path / "tiny_model", ignore=shutil.ignore_patterns("pretrain.py"))
+    result = subprocess.run([sys.executable, "-c", "import es_grpo; print(es_grpo.TINY_MODEL)"], cwd=tmp_path,
+                            capture_output=True, text=True, timeout=300)
+    assert result.returncode == 0 and result.stdout.strip() == str(tmp_path / "tiny_model"), result.stderr[-2000:]
+
+
+def test_scale_is_a_package_its_entry_point_runs_with_dash_m():
+    """`torchrun ... -m scale.train` from the repository's root, as README says: no sys.path edits."""
+    import subprocess
+
+    assert not [path for path in (ROOT / "scale").glob("*.py") if "sys.path" in path.read_text()]
+    result = subprocess.run([sys.executable, "-m", "scale.train", "--help"], cwd=ROOT, capture_output=True,
+                            text=True, timeout=300)
+    assert result.returncode == 0 and "--rollout" in result.stdout and "--dist-timeout" in result.stdout

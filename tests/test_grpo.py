@@ -118,3 +118,31 @@ def test_groups_sharing_a_prompt_give_the_same_log_probs_from_one_prompt_pass(ti
     print(f"shared prompt pass, {max_new_tokens} tokens: log-probs differ by {apart:.1e}")
     assert torch.allclose(plain[mask], shared[mask], atol=1e-4) and torch.allclose(plain_entropy[mask],
                                                                                    shared_entropy[mask], atol=1e-4)
+
+
+def test_a_grpo_step_raises_the_log_probability_of_better_completions_and_lowers_the_worse(tiny, monkeypatch):
+    """The policy gradient's sign, on the step's own samples: after one small plain gradient step, the
+    completions with a positive advantage are on average more likely (log-probability summed over their
+    tokens) and those with a negative one less, and sum_i A_i * gain_i > 0 (its first-order guarantee).
+    With the rewards negated, the same samples move the other way."""
+    import copy
+    problems = es_grpo.generate_problems("countdown", 4, seed=5)
+    args = es_grpo.Args(grpo_prompts=4, grpo_group=8, grpo_beta=0.0, max_new_tokens=8)
+    group, score = [p for p in problems for _ in range(8)], es_grpo.score
+    for sign in (1, -1):
+        model = copy.deepcopy(tiny[0])
+        reference, recorded = copy.deepcopy(model), []
+        monkeypatch.setattr(es_grpo, "score", lambda p, t, sign=sign: sign * score(p, t))
+
+        def recording(*a, **k):  # es_grpo.rollout, keeping what the step trains on
+            recorded.append(es_grpo.rollout(*a, **k))
+            return recorded[-1]
+        optimizer = torch.optim.SGD(model.parameters(), lr=0.01)  # the gradient's direction alone
+        es_grpo.grpo_step(model, reference, optimizer, tiny[1], problems, args, seed=1, generate=recording)
+        roll = recorded[0]
+        advantages = es_grpo.group_advantages(sign * score(group, roll.texts), 8)  # (B,)
+        with torch.no_grad():
+            before, after = (es_grpo.token_logprobs(net, roll, 1.0, 8)[0] for net in (reference, model))  # (B, T)
+        gain = ((after - before) * roll.completion_mask).sum(1)  # (B,)
+        assert (advantages > 0).sum() >= 3 and (advantages < 0).sum() >= 3, "no reward spread: other problems"
+        assert gain[advantages > 0].mean() > 0 > gain[advantages < 0].mean() and float(advantages @ gain) > 0

@@ -1,5 +1,6 @@
 """Crash-safe checkpoints, exact resumption, determinism, degenerate signals."""
 import json
+import os
 import shutil
 import signal
 import subprocess
@@ -10,6 +11,7 @@ import pytest
 import torch
 from safetensors.torch import load_file
 
+import es_grpo
 from conftest import ROOT
 from conftest import run_es_grpo
 from test_paths import summary_of
@@ -110,3 +112,50 @@ def test_resume_before_the_first_checkpoint_starts_over_cleanly(reference, tmp_p
     assert resumed.returncode == 0 and "after update 0" in resumed.stdout
     assert metrics_without_timing(out) == metrics_without_timing(reference)  # each update once, as uninterrupted
     assert all(torch.equal(a, b) for a, b in zip(final_weights(out).values(), final_weights(reference).values()))
+
+
+def test_two_runs_started_at_once_on_one_folder_end_with_one_run_and_one_refusal(tmp_path):
+    """The folder appears whole (made aside, then renamed into place) and its lock is held for the run's
+    life: of two runs started together with the same --out, one finishes and the other is refused in one
+    line with exit 2, whichever step of the race it reached; the finished run's files are its own."""
+    out, command = tmp_path / "run", [sys.executable, str(ROOT / "es_grpo.py"), *RUN, "--steps", "2"]
+    runs = [subprocess.Popen([*command, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                             text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}) for _ in range(2)]
+    results = sorted((run.wait(timeout=300), run.stderr.read()) for run in runs)
+    assert [code for code, _ in results] == [0, 2], results[1][1][-2000:]
+    refusal = results[1][1].strip().splitlines()
+    assert len(refusal) == 1 and refusal[0].startswith("error: ") and str(out) in refusal[0]
+    assert [json.loads(line)["update"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+    assert json.loads((out / "summary.json").read_text())["stages"][-1]["name"] == "es"
+    assert not [path for path in tmp_path.iterdir() if path.name != "run"]  # no staging folder left
+
+
+def test_a_run_folder_a_live_process_holds_is_refused_and_left_untouched(reference, tmp_path):
+    """--resume or --overwrite of a folder whose lock a running process holds: one line, exit 2."""
+    held = tmp_path / "held"
+    shutil.copytree(reference, held)
+    before = {path.name: path.stat().st_mtime_ns for path in held.iterdir()}
+    lock = es_grpo.hold(held)
+    try:
+        for flags in (["--resume", str(held)], [*RUN, "--out", str(held), "--overwrite"]):
+            result = run_es_grpo(*flags)
+            assert result.returncode == 2 and "a running process holds this run folder" in result.stderr
+            assert len(result.stderr.strip().splitlines()) == 1
+    finally:
+        lock.close()
+    assert {path.name: path.stat().st_mtime_ns for path in held.iterdir()} == before
+
+
+def test_resume_refuses_the_flags_it_would_ignore(reference):
+    result = run_es_grpo("--resume", str(reference), "--steps", "10")
+    assert result.returncode == 2 and "--steps would be ignored" in result.stderr
+
+
+def test_a_truncated_weights_file_is_refused_in_one_line(tmp_path):
+    folder = tmp_path / "truncated"
+    shutil.copytree(es_grpo.TINY_MODEL, folder)
+    weights = (folder / "model.safetensors").read_bytes()
+    (folder / "model.safetensors").write_bytes(weights[:len(weights) // 2])
+    result = run_es_grpo("--model", str(folder), "--out", str(tmp_path / "never"))
+    assert result.returncode == 2 and "cannot load a causal LM" in result.stderr
+    assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "never").exists()

@@ -20,10 +20,8 @@ from safetensors.torch import load_file
 import es_grpo
 from conftest import ROOT, in_process, run_es_grpo
 
-sys.path.insert(0, str(ROOT / "scale"))
-import gpu_check  # noqa: E402
-import train  # noqa: E402
-from vllm_rollout import EngineSettings, VLLMRollout, WeightSync, completions_to_rollout  # noqa: E402
+from scale import gpu_check, train  # noqa: E402
+from scale.vllm_rollout import EngineSettings, VLLMRollout, WeightSync, completions_to_rollout  # noqa: E402
 
 RUN = ["--steps", "3", "--es-population", "5", "--es-prompts", "4", "--grpo-prompts", "4", "--grpo-group", "4",
        "--eval-problems", "3", "--heldout-problems", "2", "--eval-samples", "16", "--rollout-batch", "8"]
@@ -469,7 +467,7 @@ def test_the_engine_is_created_on_every_rank_before_any_generation(shared, fault
 
 
 def test_one_process_gets_what_the_external_launcher_reads(monkeypatch):
-    from vllm_rollout import one_process_environment
+    from scale.vllm_rollout import one_process_environment
     for name in ("RANK", "LOCAL_RANK", "WORLD_SIZE", "MASTER_ADDR", "MASTER_PORT"):
         monkeypatch.setenv(name, "")  # recorded, so that teardown restores the environment as it was
         monkeypatch.delenv(name)
@@ -484,7 +482,7 @@ def test_one_process_gets_what_the_external_launcher_reads(monkeypatch):
 def test_the_engine_gets_what_the_trainer_leaves_and_what_cannot_fit_is_refused():
     """scale/train.py's check before the engine starts, on the published Qwen2.5 configs (no download) and an
     80 GB H100, 8 ranks, as scale/README's recipes run: prompts of 256 tokens plus 1,024 new ones."""
-    import memory
+    from scale import memory
     from transformers import Qwen2Config
 
     def settings(model, *flags, max_len=256 + 1024, gpu="NVIDIA H100 80GB HBM3", **scale_flags):

@@ -2,8 +2,8 @@
 Llama on the synthetic task families of es_grpo.py (Countdown, digit addition, digit sorting), never on
 an evaluation problem. Not part of the paper (es_grpo.py, departure 1); kept beside the model it builds.
 
-    python es_grpo.py pretrain                  # rebuild tiny_model/ (its record: tiny_model/pretrain.json)
-    python es_grpo.py pretrain --out /tmp/m --steps 100
+    python tiny_model/pretrain.py                  # rebuild tiny_model/ (its record: tiny_model/pretrain.json)
+    python tiny_model/pretrain.py --out /tmp/m --steps 100
 """
 from __future__ import annotations
 
@@ -64,7 +64,7 @@ def build_tiny_model(seed: int, hidden_size: int = 128, intermediate_size: int =
     return LlamaForCausalLM(config), tokenizer
 
 
-def pretrain(p: PretrainArgs, command: str = "python es_grpo.py pretrain"):
+def pretrain(p: PretrainArgs, command: str = "python tiny_model/pretrain.py"):
     torch.manual_seed(p.seed)
     model, tokenizer = build_tiny_model(p.seed, p.hidden_size, p.intermediate_size, p.layers, p.heads,
                                         p.tie_embeddings)
@@ -104,11 +104,11 @@ def pretrain(p: PretrainArgs, command: str = "python es_grpo.py pretrain"):
 
 
 def main(argv: list[str]):
-    parser = dataclass_parser(PretrainArgs, "es_grpo.py pretrain")
+    parser = dataclass_parser(PretrainArgs, "tiny_model/pretrain.py")
     p = PretrainArgs(**vars(parser.parse_args(argv)))
     if min(p.steps, p.batch, p.hidden_size, p.intermediate_size, p.layers, p.heads) < 1 or p.hidden_size % p.heads:
         parser.error("steps, batch and sizes must be at least 1, and --heads must divide --hidden-size")
-    pretrain(p, " ".join(["python es_grpo.py pretrain", *argv]))
+    pretrain(p, " ".join(["python tiny_model/pretrain.py", *argv]))
 
 
 if __name__ == "__main__":
