@@ -123,29 +123,33 @@ def test_es_grpo_py_refuses_to_run_under_torchrun(tmp_path, monkeypatch):
     assert not (tmp_path / "never").exists()
 
 
-def test_es_grpo_py_stands_alone_beside_the_tiny_models_data(tmp_path):
-    """Copied alone beside tiny_model/ (its task data), es_grpo.py imports and finds its model: it imports
-    nothing from scale/, eval.py or tiny_model/pretrain.py."""
+def test_es_grpo_py_stands_alone_beside_the_tiny_models_data(tmp_path, monkeypatch):
+    """es_grpo.py imports nothing from scale/, eval.py or tiny_model/pretrain.py: by its source, and by
+    loading a copy of it with those modules made unimportable."""
     import ast
+    import importlib.util
     import shutil
-    import subprocess
 
     tree = ast.parse((ROOT / "es_grpo.py").read_text())
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
     imported |= {alias.name for node in ast.walk(tree) if isinstance(node, ast.Import) for alias in node.names}
     assert not {name for name in imported if name.split(".")[0] in ("scale", "eval") or "pretrain" in name}
-    shutil.copy(ROOT / "es_grpo.py", tmp_path)
-    shutil.copytree(ROOT / "tiny_model", tmp_path / "tiny_model", ignore=shutil.ignore_patterns("pretrain.py"))
-    result = subprocess.run([sys.executable, "-c", "import es_grpo; print(es_grpo.TINY_MODEL)"], cwd=tmp_path,
-                            capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0 and result.stdout.strip() == str(tmp_path / "tiny_model"), result.stderr[-2000:]
+    for name in ("scale", "eval", "tiny_model.pretrain"):
+        monkeypatch.setitem(sys.modules, name, None)  # importing any of them now raises ImportError
+    shutil.copy(ROOT / "es_grpo.py", tmp_path / "alone.py")
+    spec = importlib.util.spec_from_file_location("alone", tmp_path / "alone.py")
+    alone = importlib.util.module_from_spec(spec)
+    monkeypatch.setitem(sys.modules, "alone", alone)  # dataclasses look their module up there
+    spec.loader.exec_module(alone)
+    assert alone.TINY_MODEL == ROOT / "tiny_model" and callable(alone.run)
 
 
 def test_scale_is_a_package_its_entry_point_runs_with_dash_m():
-    """`torchrun ... -m scale.train` from the repository's root, as README says: no sys.path edits."""
-    import subprocess
+    """`torchrun ... -m scale.train` from the repository's root, as README says: no sys.path edits; the
+    module runs as -m runs it (runpy), in this process."""
+    import runpy
 
     assert not [path for path in (ROOT / "scale").glob("*.py") if "sys.path" in path.read_text()]
-    result = subprocess.run([sys.executable, "-m", "scale.train", "--help"], cwd=ROOT, capture_output=True,
-                            text=True, timeout=300)
+    result = in_process(lambda argv: (sys.argv.__setitem__(slice(1, None), argv),
+                                      runpy.run_module("scale.train", run_name="__main__")), "--help")
     assert result.returncode == 0 and "--rollout" in result.stdout and "--dist-timeout" in result.stdout
