@@ -34,6 +34,7 @@ import contextlib
 import copy
 import dataclasses
 import fcntl
+import functools
 import gc
 import inspect
 import json
@@ -269,7 +270,7 @@ SYMPY_LITERAL = re.compile(r"from sympy import \*|[A-Za-z_]\w* ?|"  # what sympy
 LATEX_MARK = re.compile(r"[\\${}]")  # text after the last of these is plain
 PLAIN_SPAN = re.compile(r"[-+(.0-9][ \t0-9.,+\-*/^()×÷]*")  # a run of plain arithmetic, in one line
 THOUSANDS = re.compile(r"(?<=[0-9])(?:,|\{,\}|,?\\!|\s)(?=[0-9]{3}(?![0-9]))")  # 14,916 14{,}916 14 916
-JOINER = re.compile(r",|;|\band\b|\\quad")  # what ties one boxed answer to the next
+JOINER = re.compile(r"^[\s$]*$|,|;|\band\b|\\quad")  # what ties one boxed answer to the next
 DECIMAL_COMMA = re.compile(r"-?(?:0,[0-9]+|[0-9]+,(?:[0-9]{1,2}|[0-9]{4,}))")  # 0,5 and 1,22; not 1,234
 
 def parse_expression(text: str, plain_math: bool = False):
@@ -367,12 +368,12 @@ def joined_boxes(text: str) -> str:
     first, end = boxes[-1]
     for start, stop in reversed(boxes[:-1]):
         gap = text[stop:first]
-        if stop < 0 or len(gap) > 40 or any(c.isdigit() for c in gap) or not (
-                gap.strip(" $") == "" or JOINER.search(gap)):
+        if stop < 0 or len(gap) > 40 or any(c.isdigit() for c in gap) or not JOINER.search(gap):
             break
         first = start
     return text[first:end]
 
+@functools.lru_cache(maxsize=4096)  # a reference is read once for all its samples
 def plain_value(answer: str, decimal_comma: bool = True) -> Fraction | None:
     """The value of an answer that is plain arithmetic as a whole: 1,234, 1 000, -.5, 3/4, 2^10, and with
     decimal_comma 0,5 (in LaTeX, 1,2 is a list)."""
@@ -428,10 +429,8 @@ def math_grade(completion: str, answer: str) -> tuple[float, str]:
     if span is None:
         return 0.0, ""
     mine = plain_value(span)
-    if theirs is not None and mine is None:  # a number, and an answer that is no number
-        return 0.1, "".join(span.split())
-    if mine is not None and theirs is not None:
-        return (1.0 if mine == theirs else 0.1), str(mine)
+    if theirs is not None:  # a number: only a plain answer of that value equals it
+        return (1.0 if mine == theirs else 0.1), "".join(span.split()) if mine is None else str(mine)
     found, equal, key = MATH_VERIFY.compare(reference, f"${span if mine is None else exact_latex(mine)}$")
     return (1.0 if equal else 0.1), key or "".join(span.split())
 
