@@ -1243,16 +1243,25 @@ def resume_metrics(out: Path, schedule: list, checkpoint: dict | None, ranks):
 def run(args: Args, generate=rollout, ranks: OneProcess = ONE_PROCESS) -> dict:
     """Evaluate the base model, train each stage of the schedule, evaluate and save after each. generate:
     rollout or any function with its signature (scale/: vLLM); ranks: the split over processes (scale/)."""
+    locks = []  # the run folder's, released however the run ends: an interrupted notebook can --resume
+    try:
+        return run_stages(args, generate, ranks, locks)
+    finally:
+        for lock in filter(None, locks):
+            lock.close()
+
+def run_stages(args: Args, generate, ranks: OneProcess, locks: list) -> dict:
     device = ranks.start("cuda" if args.device == "auto" and torch.cuda.is_available() else
                          "cpu" if args.device == "auto" else args.device)
     args, checkpoint, lock = open_run_folder(args, ranks)  # every input read and checked before any write
+    locks.append(lock)
     out = Path(args.out)
     random.seed(args.seed)
     torch.manual_seed(args.seed)
     model, tokenizer = load_model(args.model, device, args.dtype)  # from_pretrained leaves it in eval mode
     train, evaluation, heldout = evaluation_sets(args, tokenizer)
     if not args.resume:
-        lock = create_run_folder(args, ranks)
+        locks.append(create_run_folder(args, ranks))
     context = Context(args, model, tokenizer, train, generate, ranks, evaluation)
     ranks.log(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {len(train)} training / "
               f"{len(evaluation)} eval problems, held out: {', '.join(heldout) or 'none'}; algo {args.algo}, "
@@ -1286,8 +1295,6 @@ def run(args: Args, generate=rollout, ranks: OneProcess = ONE_PROCESS) -> dict:
         atomic_write(out / "summary.json", lambda tmp: tmp.write_text(strict_json(summary, indent=2)))
     ranks.log(markdown_table({row["name"]: row for row in stages}, TABLE_COLUMNS, "stage"))
     ranks.stop()
-    if lock is not None:
-        lock.close()
     return summary
 
 # ----------------------------------------------------------------------------- main

@@ -159,3 +159,19 @@ def test_a_truncated_weights_file_is_refused_in_one_line(tmp_path):
     result = run_es_grpo("--model", str(folder), "--out", str(tmp_path / "never"))
     assert result.returncode == 2 and "cannot load a causal LM" in result.stderr
     assert len(result.stderr.strip().splitlines()) == 1 and not (tmp_path / "never").exists()
+
+
+def test_a_run_that_fails_in_this_process_leaves_its_folder_free_to_resume(tmp_path, monkeypatch):
+    """A run interrupted inside a process that lives on (a notebook, a test) releases its folder's lock,
+    so --resume from the same process goes ahead."""
+    out = tmp_path / "interrupted"
+
+    def interrupted(*args, **kwargs):
+        raise KeyboardInterrupt
+    with monkeypatch.context() as patch:
+        patch.setattr(es_grpo, "train_stage", interrupted)
+        with pytest.raises(KeyboardInterrupt):
+            run_es_grpo(*RUN, "--steps", "2", "--out", str(out))
+    resumed = run_es_grpo("--resume", str(out))
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    assert json.loads((out / "summary.json").read_text())["stages"][-1]["name"] == "es"
