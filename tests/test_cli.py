@@ -144,12 +144,12 @@ def test_es_grpo_py_stands_alone_beside_the_tiny_models_data(tmp_path, monkeypat
     assert alone.TINY_MODEL == ROOT / "tiny_model" and callable(alone.run)
 
 
-def test_scale_is_a_package_its_entry_point_runs_with_dash_m():
+def test_scale_is_a_package_its_entry_point_runs_with_dash_m(monkeypatch):
     """`torchrun ... -m scale.train` from the repository's root, as README says: no sys.path edits; the
     module runs as -m runs it (runpy), in this process."""
     import runpy
 
     assert not [path for path in (ROOT / "scale").glob("*.py") if "sys.path" in path.read_text()]
-    result = in_process(lambda argv: (sys.argv.__setitem__(slice(1, None), argv),
-                                      runpy.run_module("scale.train", run_name="__main__")), "--help")
+    monkeypatch.setattr(sys, "argv", ["scale/train.py", "--help"])
+    result = in_process(lambda argv: runpy.run_module("scale.train", run_name="__main__"))
     assert result.returncode == 0 and "--rollout" in result.stdout and "--dist-timeout" in result.stdout
