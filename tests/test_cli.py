@@ -144,6 +144,7 @@ def test_es_grpo_py_stands_alone_beside_the_tiny_models_data(tmp_path, monkeypat
     assert alone.TINY_MODEL == ROOT / "tiny_model" and callable(alone.run)
 
 
+@pytest.mark.filterwarnings("ignore:'scale.train' found in sys.modules")  # other tests imported it
 def test_scale_is_a_package_its_entry_point_runs_with_dash_m(monkeypatch):
     """`torchrun ... -m scale.train` from the repository's root, as README says: no sys.path edits; the
     module runs as -m runs it (runpy), in this process."""
