@@ -226,12 +226,13 @@ def test_hostile_math_answers_end_within_the_bound(name, monkeypatch):
 def test_the_bound_holds_off_the_main_thread(monkeypatch):
     """math-verify's own timeout (signal.alarm) fails off the main thread; the worker's kill does not."""
     monkeypatch.setattr(es_grpo, "MATH_SECONDS", 0.3)
+    es_grpo.MATH_VERIFY.compare("1", "$1$")  # a started worker: its start is not this answer's
     rewards = []
     thread = threading.Thread(target=lambda: rewards.append(math_reward(HOSTILE_MATH["tower"], "1")))
     start = time.monotonic()
     thread.start()
     thread.join(timeout=60)
-    assert rewards == [0.1] and time.monotonic() - start < 0.3 + es_grpo.MathVerifier.START_SECONDS
+    assert rewards == [0.1] and time.monotonic() - start < 0.3 + 0.3
     assert math_reward("\\boxed{\\frac{1}{2}}", "0.5") == 1.0  # a new worker serves the next answer
 
 
