@@ -1,31 +1,37 @@
 """Evolution strategies (ES) and GRPO for LLM reasoning, end to end, in one file.
 
-Implements "Understanding Evolution Strategies for LLM Reasoning: Broader Reasoning Coverage than GRPO"
-(arXiv 2608.27351; its settings and equations are restated where they are used): verifier rewards, the
-unbiased Pass@K estimator, the GRPO and ES updates and the sequential GRPO->ES schedule.
+Implements "Understanding Evolution Strategies for LLM Reasoning: Broader Reasoning Coverage
+than GRPO" (arXiv 2608.27351; its settings and equations are restated where they are used):
+verifier rewards, the unbiased Pass@K estimator, the GRPO and ES updates and the sequential
+GRPO->ES schedule.
 
-    python es_grpo.py                                # CPU, no network: GRPO then ES on the shipped tiny model
+    python es_grpo.py                        # CPU, no network: GRPO then ES on the tiny model
     python es_grpo.py --algo es --steps 100 --seed 1 --out runs/es-s1
     python es_grpo.py --algo grpo-es --model Qwen/Qwen2.5-1.5B-Instruct --data gsm8k_train.jsonl \\
         --preset paper --device cuda
-    python es_grpo.py --resume runs/es-s1           # continue an interrupted run
-    torchrun --nproc_per_node=8 -m scale.train ...   # many GPUs: these functions, through run()'s hooks
+    python es_grpo.py --resume runs/es-s1    # continue an interrupted run
+    torchrun --nproc_per_node=8 -m scale.train ...   # many GPUs: these functions, through hooks
 
-Sections follow the paper: config, model, task and verifier, rollout, Pass@K, GRPO, ES, schedule. A "layer"
-after an idea makes it faster or safer, and names the test showing the same result; "machinery" (run
-folders) serves the run, not the algorithm. `ranks`: see OneProcess. scale/ adds many processes
-(distributed.py) and vLLM (vllm_rollout.py) through run()'s two hooks; this file imports nothing from it.
+Sections follow the paper: config, model, task and verifier, rollout, Pass@K, GRPO, ES,
+schedule, run. A "layer" after an idea makes it faster or safer, and names the test showing the
+same result; "machinery" (processes, run folders) serves the run, not the algorithm. scale/ adds
+many processes (distributed.py) and vLLM (vllm_rollout.py) through run()'s hooks; this file
+imports nothing from it.
 
-Deliberate departures from the paper (the tiny default preset unless marked; --preset paper restores it):
- 1. Model and task: a 0.86M-parameter character-level Llama pretrained on synthetic Countdown, not Qwen or
-    Llama on GSM8K; held out: digit addition and sorting, also pretrained (tiny_model/tasks.py, pretrain.py).
- 2. ES: sigma 1e-2 and alpha 2e-3 (paper: 1.5e-3, 2.5e-4), tuned on dev for a model 2000x smaller; N=32, 64
-    prompts, greedy as in the paper. Sampled ES decoding gives every member the same noise (common numbers).
- 3. GRPO: learning rate 5e-5 (paper: 1e-6), 32 prompts per step; the loss averages over all completion
-    tokens of the batch (token-level, TRL's default), not per sequence first.
- 4. Every preset: ES sets each member to master + sigma * eps from an fp32 master copy (on the CPU) instead
-    of adding and subtracting noise in place: restores are bit-exact and the update accumulates in fp32.
- 5. Every preset: Pass@K uses 64 samples per problem (the paper: 32), so that Pass@64 can be reported.
+Deliberate departures from the paper (the tiny default preset unless marked; --preset paper
+restores the paper's settings):
+ 1. Model and task: a 0.86M-parameter character-level Llama pretrained on synthetic Countdown,
+    not Qwen or Llama on GSM8K; held out: digit addition and sorting, also pretrained
+    (tiny_model/tasks.py, tiny_model/pretrain.py).
+ 2. ES: sigma 1e-2 and alpha 2e-3 (paper: 1.5e-3, 2.5e-4), tuned on dev for a model 2000x
+    smaller; N=32, 64 prompts, greedy as in the paper. Sampled ES decoding gives every member
+    the same noise (common random numbers).
+ 3. GRPO: learning rate 5e-5 (paper: 1e-6), 32 prompts per step; the loss averages over all
+    completion tokens of the batch (token-level, TRL's default), not per sequence first.
+ 4. Every preset: ES sets each member to master + sigma * eps from an fp32 master copy (on the
+    CPU) instead of adding and subtracting noise in place: restores are bit-exact and the update
+    accumulates in fp32.
+ 5. Every preset: Pass@K uses 64 samples per problem (the paper: 32), so Pass@64 can be shown.
 """
 from __future__ import annotations
 
@@ -63,17 +69,17 @@ from safetensors import SafetensorError
 from tqdm import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
-from tiny_model.tasks import (ARITHMETIC, EVAL_POOL, FAMILIES, SPLIT_SEEDS, evaluation_pool,  # the tiny
-                              generate_problems, never_trained_on)  # model's synthetic data (departure 1)
+from tiny_model.tasks import (ARITHMETIC, EVAL_POOL, FAMILIES, SPLIT_SEEDS,  # the tiny model's data
+                              evaluation_pool, generate_problems, never_trained_on)  # (departure 1)
 
-TINY_MODEL = Path(inspect.getfile(generate_problems)).resolve().parent  # also for a copy of this file
+TINY_MODEL = Path(inspect.getfile(generate_problems)).resolve().parent  # a copy of this file too
 log = tqdm.write  # prints above a progress bar instead of through it
 
 # ----------------------------------------------------------------------------- config
 
 class BadInput(SystemExit):
-    """A data file, model, flag or run folder that cannot be used: one line naming it on stderr, said when
-    raised (so every entry point says it), and exit status 2 as for a bad flag; no traceback."""
+    """A data file, model, flag or run folder that cannot be used: one line naming it on stderr,
+    said when raised (so every entry point says it), and exit status 2 as for a bad flag."""
 
     def __init__(self, message: str):
         super().__init__(2)
@@ -88,28 +94,30 @@ def flag(default, help, choices=None):
 
 PRESETS = {
     "tiny": {},
-    "paper": dict(es_population=32, es_sigma=1.5e-3, es_alpha=2.5e-4, es_prompts=64, es_temperature=0.0,
-                  grpo_prompts=64, grpo_group=8, grpo_lr=1e-6, grpo_temperature=1.0, grpo_clip=0.2,
-                  grpo_beta=1e-3, max_new_tokens=1024, rollout_batch=512, eval_problems=500),
+    "paper": dict(es_population=32, es_sigma=1.5e-3, es_alpha=2.5e-4, es_prompts=64,
+                  es_temperature=0.0, grpo_prompts=64, grpo_group=8, grpo_lr=1e-6,
+                  grpo_temperature=1.0, grpo_clip=0.2, grpo_beta=1e-3, max_new_tokens=1024,
+                  rollout_batch=512, eval_problems=500),
 }
+SCHEDULES, DTYPES = ("es", "grpo", "grpo-es", "es-grpo"), ("float32", "bfloat16", "float16")
 
 @dataclass
 class Args:
     """Every hyperparameter of a run; each field is a command-line flag."""
     model: str = flag("", "model folder or hub id (empty: the shipped tiny model)")
     data: str = flag("", "training problems, JSONL (empty: the built-in task generator)")
-    eval_data: str = flag("", "evaluation problems, JSONL (empty: held out from --data or generated)")
-    task: str = flag("auto", "task of --data (auto: told by its fields)", ("auto", "countdown", "math"))
-    algo: str = flag("grpo-es", "schedule: ES, GRPO, or both in turn", ("es", "grpo", "grpo-es", "es-grpo"))
+    eval_data: str = flag("", "evaluation problems, JSONL (empty: held out from --data)")
+    task: str = flag("auto", "task of --data (auto: by its fields)", ("auto", "countdown", "math"))
+    algo: str = flag("grpo-es", "schedule: ES, GRPO, or both in turn", SCHEDULES)
     steps: int = flag(200, "total updates; two-stage schedules split them evenly")
     out: str = flag("", "run folder (empty: runs/ALGO-sSEED)")
     overwrite: bool = flag(False, "replace an existing run folder")
-    resume: str = flag("", "continue the interrupted run in this folder (its saved config is used)")
+    resume: str = flag("", "continue the interrupted run in this folder (with its saved config)")
     save_every: int = flag(10, "updates between checkpoints (0: only after each stage)")
     seed: int = flag(0, "seed of everything random")
-    preset: str = flag("tiny", "defaults to start from: tiny (CPU, shipped model) or paper", tuple(PRESETS))
+    preset: str = flag("tiny", "defaults: tiny (CPU, shipped model) or paper", tuple(PRESETS))
     device: str = flag("auto", "cpu, cuda, ... (auto: cuda if available)")
-    dtype: str = flag("float32", "weights dtype (ES's update stays fp32)", ("float32", "bfloat16", "float16"))
+    dtype: str = flag("float32", "weights dtype (ES's update stays fp32)", DTYPES)
     max_new_tokens: int = flag(12, "longest completion, in tokens")
     rollout_batch: int = flag(2048, "most sequences decoded at once")
     # ES (paper: N=32, sigma 1.5e-3, alpha 2.5e-4, 64 prompts, greedy)
@@ -117,12 +125,12 @@ class Args:
     es_sigma: float = flag(1e-2, "ES noise scale sigma")
     es_alpha: float = flag(2e-3, "ES step size alpha (1/sigma folded in)")
     es_prompts: int = flag(64, "prompts each ES member is scored on, per iteration")
-    es_temperature: float = flag(0.0, "ES decoding temperature (0: greedy, the paper's easy setting)")
+    es_temperature: float = flag(0.0, "ES decoding temperature (0: greedy, the paper's easy one)")
     es_zscore: bool = flag(True, "z-score rewards across the population")
     es_antithetic: bool = flag(False, "mirrored sampling: N/2 seeds, each used with +eps and -eps")
-    es_null: bool = flag(False, "control: rewards shuffled across members (no signal, same step size)")
-    es_batched: str = flag("auto", "decode members in one batch (HF rollout; auto: if greedy and the weights "
-                                   "fit in 1 GiB or half the free GPU memory)", ("auto", "on", "off"))
+    es_null: bool = flag(False, "control: rewards shuffled across members (no signal)")
+    es_batched: str = flag("auto", "decode members in one batch (HF rollout; auto: if greedy and "
+                           "the weights fit in 1 GiB or half the free GPU)", ("auto", "on", "off"))
     # GRPO (paper: 8 samples/prompt, lr 1e-6, temperature 1.0, clip 0.2, beta 0.001)
     grpo_prompts: int = flag(32, "prompts per GRPO step")
     grpo_group: int = flag(8, "samples per prompt (the group)")
@@ -132,33 +140,42 @@ class Args:
     grpo_beta: float = flag(1e-3, "k3 KL coefficient to the starting model")
     grpo_scale_std: bool = flag(True, "divide group advantages by the group std")
     grpo_epochs: int = flag(1, "optimizer steps per rollout batch")
-    grpo_microbatch: int = flag(0, "rows per forward pass, whole groups, gradients accumulated (0: all)")
+    grpo_microbatch: int = flag(0, "rows per forward pass, whole groups (0: all)")
     # evaluation (paper: temperature 0.6)
     eval_problems: int = flag(100, "held-out evaluation problems")
-    eval_split: str = flag("test", "built-in eval set: test (report) or dev (tune on)", tuple(SPLIT_SEEDS))
+    eval_split: str = flag("test", "built-in eval set: test or dev (tune on)", tuple(SPLIT_SEEDS))
     heldout_problems: int = flag(50, "problems per held-out task family (forgetting)")
     eval_samples: int = flag(64, "samples per problem for Pass@K")
     eval_temperature: float = flag(0.6, "evaluation sampling temperature")
     eval_top_p: float = flag(1.0, "evaluation nucleus (top-p) sampling")
-    eval_every: int = flag(0, "updates between trajectory points: Pass@K on the eval set, into metrics.jsonl")
+    eval_every: int = flag(0, "updates between trajectory points (Pass@K into metrics.jsonl)")
     trajectory_samples: int = flag(32, "samples per problem at each trajectory point")
 
+    def sampling(self, use: str, seed: int) -> Sampling:
+        """How "es", "grpo" or "eval" decodes, its noise seeded by seed."""
+        temperature = {"es": self.es_temperature, "grpo": self.grpo_temperature,
+                       "eval": self.eval_temperature}[use]
+        top_p = self.eval_top_p if use == "eval" else 1.0
+        return Sampling(temperature, top_p, self.max_new_tokens, seed, self.rollout_batch)
+
 PASS_KS, MAJ_K = (1, 16, 64), 16
-TABLE_COLUMNS = ("pass@1 pass@16 pass@64 maj@16 entropy heldout_pass@64 sequences tokens seconds").split()
+TABLE_COLUMNS = ("pass@1 pass@16 pass@64 maj@16 entropy heldout_pass@64 sequences tokens "
+                 "seconds").split()
 
 class OneLineErrors(argparse.ArgumentParser):
     def error(self, message):
         self.exit(2, f"{self.prog}: error: {message} (see --help)\n")
 
-def dataclass_parser(cls, prog=None, description=None, only=None, **kwargs) -> argparse.ArgumentParser:
+def dataclass_parser(cls, prog=None, description=None, only=None, **kwargs):
     """A flag per field of the dataclass (or per field named in `only`), with the field's help."""
     parser = OneLineErrors(prog=prog, description=description or cls.__doc__, **kwargs)
     for f in dataclasses.fields(cls):
         if only is None or f.name in only:
             kind = {"int": int, "float": float, "str": str}.get(f.type)
-            parser.add_argument("--" + f.name.replace("_", "-"), default=f.default, help=f.metadata["help"],
-                                choices=f.metadata.get("choices"),
-                                **({"type": kind} if kind else {"action": argparse.BooleanOptionalAction}))
+            parser.add_argument("--" + f.name.replace("_", "-"), default=f.default,
+                                help=f.metadata["help"], choices=f.metadata.get("choices"),
+                                **({"type": kind} if kind else
+                                   {"action": argparse.BooleanOptionalAction}))
     return parser
 
 def parse_args(argv=None) -> Args:
@@ -166,21 +183,26 @@ def parse_args(argv=None) -> Args:
     parser = dataclass_parser(Args)
     parser.set_defaults(**PRESETS[parser.parse_known_args(argv)[0].preset])
     a = Args(**vars(parser.parse_args(argv)))
-    counts = (a.es_prompts, a.grpo_prompts, a.eval_problems, a.max_new_tokens, a.rollout_batch, a.grpo_epochs,
-              a.trajectory_samples)
+    counts = (a.es_prompts, a.grpo_prompts, a.eval_problems, a.max_new_tokens, a.rollout_batch,
+              a.grpo_epochs, a.trajectory_samples)
     for bad, message in [
         (a.steps < 1, "--steps must be at least 1"),
-        (a.algo in ("grpo-es", "es-grpo") and a.steps < 2, "--steps must be at least 2 for two stages"),
+        (a.algo in ("grpo-es", "es-grpo") and a.steps < 2,
+         "--steps must be at least 2 for two stages"),
         (a.es_sigma <= 0, "--es-sigma must be positive"),
         (a.es_alpha < 0 or a.grpo_lr < 0, "--es-alpha and --grpo-lr must not be negative"),
-        (min(a.es_population, a.grpo_group) < 2, "--es-population and --grpo-group must be at least 2"),
-        (a.es_antithetic and a.es_population % 2 == 1, "--es-antithetic needs an even --es-population"),
+        (min(a.es_population, a.grpo_group) < 2,
+         "--es-population and --grpo-group must be at least 2"),
+        (a.es_antithetic and a.es_population % 2 == 1,
+         "--es-antithetic needs an even --es-population"),
         (min(a.save_every, a.eval_every, a.grpo_microbatch) < 0,
          "--save-every, --eval-every and --grpo-microbatch must not be negative"),
         (min(counts) < 1, "counts (prompts, problems, tokens, batch, epochs) must be at least 1"),
         (a.eval_samples < MAJ_K, f"--eval-samples must be at least {MAJ_K} (Maj@{MAJ_K})"),
-        (not a.data and a.eval_problems > EVAL_POOL, f"--eval-problems: the built-in set has {EVAL_POOL}"),
-        (not 1 <= a.heldout_problems <= EVAL_POOL, f"--heldout-problems must be between 1 and {EVAL_POOL}"),
+        (not a.data and a.eval_problems > EVAL_POOL,
+         f"--eval-problems: the built-in set has {EVAL_POOL}"),
+        (not 1 <= a.heldout_problems <= EVAL_POOL,
+         f"--heldout-problems must be between 1 and {EVAL_POOL}"),
         (a.es_batched == "on" and a.es_temperature > 0, "--es-batched on needs --es-temperature 0"),
         (not 0 < a.eval_top_p <= 1, "--eval-top-p must be in (0, 1]"),
         (a.grpo_temperature <= 0 or a.eval_temperature < 0 or a.es_temperature < 0,
@@ -190,38 +212,10 @@ def parse_args(argv=None) -> Args:
     ignored = [token.split("=")[0] for token in (sys.argv[1:] if argv is None else argv)
                if token.startswith("--") and not token.startswith("--resume")]
     if a.resume and ignored:
-        parser.error(f"--resume continues a run with its saved flags: {' '.join(ignored)} would be ignored")
+        parser.error(f"--resume continues a run with its saved flags: {' '.join(ignored)} "
+                     "would be ignored")
     a.out = a.out or f"runs/{a.algo}-s{a.seed}"
     return a
-
-class OneProcess:
-    """How run() and the steps split work over processes: here one, every method a no-op. scale/distributed.py
-    fills them in for torchrun: process groups, parallel GRPO trainers, weight checks, sharded state."""
-    rank, world_size, is_main, config = 0, 1, True, {}  # config: launcher settings kept for --resume
-
-    def start(self, device: str) -> str: return device  # join the others; returns this process's device
-    def stop(self): pass
-    def barrier(self): pass
-    def log(self, text: str): log(text)  # said once, not once per process
-    def share(self, items) -> list: return list(items)[self.rank::self.world_size]  # dealt out in turn
-    def block(self, count: int) -> range:  # this process's contiguous share of count items
-        return range(count * self.rank // self.world_size, count * (self.rank + 1) // self.world_size)
-    def sum(self, values): return values  # a tensor, a number or a dict of them, summed over processes
-    def gather(self, item) -> list: return [item]  # every process's item, in rank order
-    def grpo_trainer(self, model, reference): return model  # what GRPO backpropagates through
-    def accumulating(self, trainer, last: bool): return contextlib.nullcontext()  # a micro-batch's backward
-    def after_optimizer_step(self, model, trainer): pass  # a sharded trainer's weights gathered into model
-    def after_update(self, params: list, stage: str, update: int, last: bool): pass  # all hold the same?
-    def grpo_state(self, trainer, optimizer, reference) -> dict:  # what a checkpoint keeps of GRPO
-        return {"optimizer": optimizer.state_dict(), "reference": reference and reference.state_dict()}
-    def load_grpo_state(self, trainer, optimizer, reference, state: dict):
-        if any(isinstance(key, str) for key in state["optimizer"]["state"]):
-            raise BadInput("--resume: this GRPO state is keyed by name: resume it with scale/train.py")
-        optimizer.load_state_dict(state["optimizer"])
-        if reference is not None:
-            reference.load_state_dict(state["reference"])
-
-ONE_PROCESS = OneProcess()
 
 # ----------------------------------------------------------------------------- model
 
@@ -233,14 +227,14 @@ def load_model(name: str = "", device: str = "cpu", dtype: str = "float32"):
         raise BadInput(f"--model {name}: no such folder (and not a hub id like org/name)")
     if Path(name).exists() and not (Path(name) / "config.json").exists():
         raise BadInput(f"--model {name}: folder has no config.json (not a transformers model)")
-    transformers.logging.set_verbosity_error()  # its warnings and "Loading weights" bars drown our lines;
+    transformers.logging.set_verbosity_error()  # its warnings and bars drown our lines;
     transformers.logging.disable_progress_bar()  # a download's bars stay
     enable_progress_bars()
     try:
         tokenizer = AutoTokenizer.from_pretrained(name)
         model = AutoModelForCausalLM.from_pretrained(name, dtype=getattr(torch, dtype))
-    except (OSError, ValueError, KeyError, ImportError, SafetensorError) as err:  # ImportError: a missing
-        # tokenizer library; SafetensorError: a truncated weights file
+    except (OSError, ValueError, KeyError, ImportError, SafetensorError) as err:
+        # ImportError: a missing tokenizer library; SafetensorError: a truncated weights file
         reason = next(iter(str(err).strip().splitlines()), err.__class__.__name__)
         raise BadInput(f"--model {name}: cannot load a causal LM ({reason})") from None
     tokenizer.padding_side = "left"
@@ -249,83 +243,97 @@ def load_model(name: str = "", device: str = "cpu", dtype: str = "float32"):
     model.generation_config.pad_token_id = tokenizer.pad_token_id
     return model.to(device), tokenizer
 
-def eos_ids(model, tokenizer) -> list[int]:  # where a completion ends: chat models list end-of-turn ids
-    listed = getattr(getattr(model, "generation_config", None), "eos_token_id", None)  # int, list or None
-    return sorted({*(listed if isinstance(listed, list) else [listed]), tokenizer.eos_token_id} - {None})
+def eos_ids(model, tokenizer) -> list[int]:  # where a completion ends: chat models add end of turn
+    listed = getattr(getattr(model, "generation_config", None), "eos_token_id", None)  # int, list
+    return sorted({*(listed if isinstance(listed, list) else [listed]),
+                   tokenizer.eos_token_id} - {None})
 
 # ----------------------------------------------------------------------------- task and verifier
-# Rewards as in the paper: 1.0 correct, 0.1 a final answer that is wrong, 0 no final answer. Model text
-# is matched and parsed, never run as code. Countdown and plain numbers are parsed here, bounded in length
-# and nesting (microseconds a call); LaTeX goes to math-verify, the field's answer checker (TRL, open-r1),
-# in a worker process that is killed past MATH_SECONDS, so every call is bounded wherever it runs.
+# Rewards as in the paper: 1.0 correct, 0.1 a final answer that is wrong, 0 no final answer. Model
+# text is matched and parsed, never run as code. Countdown and plain numbers are parsed here,
+# bounded in length and nesting (microseconds a call); LaTeX goes to math-verify, the field's
+# answer checker (TRL, open-r1), in a worker process that is killed past MATH_SECONDS.
 
-MAX_EXPR_CHARS, MAX_DEPTH, MAX_NUMBER_CHARS, MAX_BITS = 256, 32, 64, 4096  # MAX_BITS: of a power's result
+MAX_EXPR_CHARS, MAX_DEPTH, MAX_NUMBER_CHARS = 256, 32, 64
+MAX_BITS = 4096  # of a power's result
 MAX_ANSWER_CHARS, MATH_SECONDS = 512, 2.0  # a math answer math-verify reads, and its time per call
 EXPRESSION = re.compile(r"[\s0-9+\-*/()]*")  # countdown's alphabet
-PLAIN_MATH = re.compile(r"[\s0-9.+\-*/^()]*")  # a plain math answer's: also decimals, signs, powers
+PLAIN_MATH = re.compile(r"[\s0-9.+\-*/^()]*")  # a plain math answer's: decimals, signs, powers too
 EXPR_TOKEN = re.compile(r"[0-9]*\.?[0-9]+|[-+*/^()]")  # one pass
 ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S)
-SYMPY_LITERAL = re.compile(r"from sympy import \*|[A-Za-z_]\w* ?|"  # what sympy's parse_expr may run
+SYMPY_LITERAL = re.compile(r"from sympy import \*|[A-Za-z_]\w* ?|"  # what sympy's parse_expr runs
                            r"(?:Integer|Float|Rational|Symbol) ?\( ?(?:[0-9]+|'[\w.]*') ?\) ?")
 LATEX_MARK = re.compile(r"[\\${}]")  # text after the last of these is plain
-PLAIN_SPAN = re.compile(r"[-+(.0-9][ \t0-9.,+\-*/^()×÷]*")  # a run of plain arithmetic, in one line
-THOUSANDS = re.compile(r"(?<=[0-9])(?:,|\{,\}|,?\\!|\s)(?=[0-9]{3}(?![0-9]))")  # 14,916 14{,}916 14 916
+PLAIN_SPAN = re.compile(r"[-+(.0-9][ \t0-9.,+\-*/^()×÷]*")  # a run of plain arithmetic, one line
+THOUSANDS = re.compile(r"(?<=[0-9])(?:,|\{,\}|,?\\!|\s)(?=[0-9]{3}(?![0-9]))")  # 14,916 14{,}916
 JOINER = re.compile(r"^[\s$]*$|,|;|\band\b|\\quad")  # what ties one boxed answer to the next
-DECIMAL_COMMA = re.compile(r"-?(?:0,[0-9]+|[0-9]+,(?:[0-9]{1,2}|[0-9]{4,}))")  # 0,5 and 1,22; not 1,234
+DECIMAL_COMMA = re.compile(r"-?(?:0,[0-9]+|[0-9]+,(?:[0-9]{1,2}|[0-9]{4,}))")  # 0,5 1,22 not 1,234
 
 def parse_expression(text: str, plain_math: bool = False):
-    """(value, literals) of an arithmetic expression of integers, + - * / and parentheses; None if malformed;
-    value is a Fraction, or None where undefined (division by zero). plain_math: a math answer, which may
-    also have decimals, signs, ^ and implicit products, 2(3). Recursive descent over at most MAX_EXPR_CHARS
-    characters and MAX_DEPTH levels; never run as code."""
+    """(value, literals) of an arithmetic expression of integers, + - * / and parentheses; None if
+    malformed; value is a Fraction, or None where undefined (division by zero). plain_math: a math
+    answer, which may also have decimals, signs, ^ and implicit products, 2(3)."""
     text = text.strip()
     alphabet = PLAIN_MATH if plain_math else EXPRESSION
     if not text or len(text) > MAX_EXPR_CHARS or not alphabet.fullmatch(text):
         return None
-    tokens, literals, cursor = EXPR_TOKEN.findall(text) + [""], [], 0  # "" marks the end
-    def binary(operand, ops, depth):  # operand (op operand)*, left to right
-        nonlocal cursor
+    parser = ExpressionParser(EXPR_TOKEN.findall(text), plain_math)
+    try:
+        value = parser.binary(parser.term, "+-", 0)
+    except (ValueError, ZeroDivisionError):
+        return None
+    return (value, parser.literals) if parser.tokens[parser.cursor] == "" else None
+
+class ExpressionParser:
+    """Recursive descent over tokens, at most MAX_DEPTH levels deep; never run as code."""
+
+    def __init__(self, tokens: list[str], plain_math: bool):
+        self.tokens, self.plain_math = tokens + [""], plain_math  # "" marks the end
+        self.literals, self.cursor = [], 0
+
+    def binary(self, operand, ops: str, depth: int):  # operand (op operand)*, left to right
         value = operand(depth)
-        implicit = lambda: ops == "*/" and plain_math and tokens[cursor] == "("  # 2(3): a product
-        while tokens[cursor] and (tokens[cursor] in ops or implicit()):
-            op, cursor = (tokens[cursor], cursor + 1) if tokens[cursor] in ops else ("*", cursor)
+        while self.tokens[self.cursor] and (self.tokens[self.cursor] in ops or (
+                ops == "*/" and self.plain_math and self.tokens[self.cursor] == "(")):  # 2(3)
+            op = self.tokens[self.cursor] if self.tokens[self.cursor] in ops else "*"
+            self.cursor += op == self.tokens[self.cursor]
             value = arithmetic(op, value, operand(depth))
         return value
-    def signed(depth):  # plain_math: [+-]* atom [^ signed]
-        nonlocal cursor
-        if plain_math and tokens[cursor] in ("+", "-"):
-            sign, cursor = tokens[cursor], cursor + 1
-            value = signed(depth + 1)
-            return value if sign == "+" or value is None else -value
-        value = atom(depth)
-        if plain_math and tokens[cursor] == "^":
-            cursor += 1
-            value = arithmetic("^", value, signed(depth + 1))
+
+    def term(self, depth: int):
+        return self.binary(self.signed, "*/", depth)
+
+    def signed(self, depth: int):  # plain_math: [+-]* atom [^ signed]
+        token = self.tokens[self.cursor]
+        if self.plain_math and token in ("+", "-"):
+            self.cursor += 1
+            value = self.signed(depth + 1)
+            return value if token == "+" or value is None else -value
+        value = self.atom(depth)
+        if self.plain_math and self.tokens[self.cursor] == "^":
+            self.cursor += 1
+            value = arithmetic("^", value, self.signed(depth + 1))
         return value
-    def atom(depth):
-        nonlocal cursor
-        token, cursor = tokens[cursor], min(cursor + 1, len(tokens) - 1)
+
+    def atom(self, depth: int):
+        token = self.tokens[self.cursor]
+        self.cursor = min(self.cursor + 1, len(self.tokens) - 1)
         if depth > MAX_DEPTH:
             raise ValueError("too deep")
         if token == "(":
-            value = binary(term, "+-", depth + 1)
-            if tokens[cursor] != ")":
+            value = self.binary(self.term, "+-", depth + 1)
+            if self.tokens[self.cursor] != ")":
                 raise ValueError("unbalanced")
-            cursor += 1
+            self.cursor += 1
             return value
-        if not token[-1:].isdigit() or len(token) > MAX_NUMBER_CHARS or "." in token and not plain_math:
+        if not token[-1:].isdigit() or len(token) > MAX_NUMBER_CHARS or (
+                "." in token and not self.plain_math):
             raise ValueError("expected a number")
-        literals.append(Fraction(token))
-        return literals[-1]
-    term = lambda depth: binary(signed, "*/", depth)
-    try:
-        value = binary(term, "+-", 0)
-    except (ValueError, ZeroDivisionError):
-        return None
-    return (value, literals) if cursor == len(tokens) - 1 else None
+        self.literals.append(Fraction(token))
+        return self.literals[-1]
 
 def arithmetic(op: str, a: Fraction | None, b: Fraction | None) -> Fraction | None:
-    """a op b, exact; None where undefined, or for a power that is not whole or is too large (MAX_BITS)."""
+    """a op b, exact; None where undefined, or for a power not whole or too large (MAX_BITS)."""
     if a is None or b is None or (op == "/" and b == 0):
         return None
     if op != "^":
@@ -339,15 +347,17 @@ def countdown_answer(completion: str) -> str:
     return tagged[-1] if tagged else completion.strip().split("\n", 1)[0]
 
 def countdown_reward(completion: str, numbers: list[int], target: int) -> float:
-    """1.0 if the answer uses every number exactly once and equals target; 0.1 if well-formed; else 0."""
+    """1.0 if the answer uses every number once and equals target; 0.1 if well-formed; else 0."""
     parsed = parse_expression(countdown_answer(completion))
     if parsed is None:
         return 0.0
     value, literals = parsed
-    return 1.0 if sorted(literals) == sorted(numbers) and value is not None and value == target else 0.1
+    right = sorted(literals) == sorted(numbers) and value is not None and value == target
+    return 1.0 if right else 0.1
 
 def box_at(text: str, start: int) -> tuple[str, int]:
-    """(content, end) of the \\boxed{...} at start; ("", -1) if it does not close within MAX_ANSWER_CHARS."""
+    """(content, end) of the \\boxed{...} at start; ("", -1) unless it closes within
+    MAX_ANSWER_CHARS."""
     depth, end = 1, start + len("\\boxed{")
     stop = min(len(text), end + MAX_ANSWER_CHARS)
     while end < stop and depth:
@@ -360,8 +370,8 @@ def boxed(text: str) -> str | None:  # the last \boxed{...}'s content; None if t
     return None if start < 0 else box_at(text, start)[0]
 
 def joined_boxes(text: str) -> str:
-    """The last \\boxed{...} with the boxes that a short joiner ties to it: "\\boxed{1} and \\boxed{2}",
-    "\\boxed{1}, \\boxed{2}" (but "\\boxed{1/2} no wait \\boxed{7}" is 7)."""
+    """The last \\boxed{...} with the boxes that a short joiner ties to it: "\\boxed{1} and
+    \\boxed{2}", "\\boxed{1}, \\boxed{2}" (but "\\boxed{1/2} no wait \\boxed{7}" is 7)."""
     last = text.rfind("\\boxed{")
     text = text[max(0, last - 2 * MAX_ANSWER_CHARS):last + MAX_ANSWER_CHARS + len("\\boxed{}")]
     boxes = [(box.start(), box_at(text, box.start())[1]) for box in re.finditer(r"\\boxed\{", text)]
@@ -375,8 +385,8 @@ def joined_boxes(text: str) -> str:
 
 @functools.lru_cache(maxsize=4096)  # a reference is read once for all its samples
 def plain_value(answer: str, decimal_comma: bool = True) -> Fraction | None:
-    """The value of an answer that is plain arithmetic as a whole: 1,234, 1 000, -.5, 3/4, 2^10, and with
-    decimal_comma 0,5 (in LaTeX, 1,2 is a list)."""
+    """The value of an answer that is plain arithmetic as a whole: 1,234, 1 000, -.5, 3/4, 2^10,
+    and with decimal_comma 0,5 (in LaTeX, 1,2 is a list)."""
     answer = answer.strip().rstrip(".").replace("×", "*").replace("÷", "/")
     if decimal_comma and DECIMAL_COMMA.fullmatch(answer):
         answer = answer.replace(",", ".")
@@ -384,9 +394,10 @@ def plain_value(answer: str, decimal_comma: bool = True) -> Fraction | None:
     return parsed and parsed[0]
 
 def plain_answer(text: str) -> str | None:
-    """The last plain answer of a text: the last run of arithmetic after its last LaTeX mark and its last
-    =, standing alone (2 in AZYUK2A is none); a run that continues an expression (+ 3 in 2y + 3) gives
-    the expression. So a number inside a fraction, an exponent or an equation is never taken alone."""
+    """The last plain answer of a text: the last run of arithmetic after its last LaTeX mark and
+    its last =, standing alone (2 in AZYUK2A is none); a run that continues an expression (+ 3 in
+    2y + 3) gives the expression. A number inside a fraction, an exponent or an equation is never
+    taken alone."""
     tail = LATEX_MARK.split(text[-MAX_EXPR_CHARS:])[-1].rsplit("=", 1)[-1]
     runs = [run for run in PLAIN_SPAN.finditer(tail) if any(c.isdigit() for c in run[0])
             and (tail[:run.start()][-1:] or " ") in " \n\t:("]
@@ -403,10 +414,10 @@ def exact_latex(value: Fraction) -> str:
     return sign + (fraction if value.denominator > 1 else str(value))
 
 def math_grade(completion: str, answer: str) -> tuple[float, str]:
-    """(reward, Maj@K key) of a math completion. Its final answer: the last \\boxed{...} (math-verify
-    reads several joined by "and" together), else the plain answer after all its LaTeX, else
-    math-verify's last LaTeX answer. Equal to the reference (a GSM8K solution's "#### 1,234", a boxed
-    solution, a MATH-style answer) by value: \\frac12 = 0.5, (3,2) = (p,q)=(3,2)."""
+    """(reward, Maj@K key) of a math completion. Its final answer: the last \\boxed{...}
+    (math-verify reads several joined by "and" together), else the plain answer after all its
+    LaTeX, else math-verify's last LaTeX answer. Equal to the reference (a GSM8K solution's
+    "#### 1,234", a boxed solution, a MATH-style answer) by value: \\frac12 = 0.5."""
     reference = answer.rsplit("####", 1)[-1].strip()
     theirs = plain_value(boxed(reference) if reference.count("\\boxed{") == 1 else reference)
     text = completion.rsplit("####", 1)[-1]
@@ -428,11 +439,12 @@ def math_grade(completion: str, answer: str) -> tuple[float, str]:
             span = plain_answer(text.replace("$", ""))
     if span is None:
         return 0.0, ""
-    mine = plain_value(span)
+    mine, written = plain_value(span), "".join(span.split())
     if theirs is not None:  # a number: only a plain answer of that value equals it
-        return (1.0 if mine == theirs else 0.1), "".join(span.split()) if mine is None else str(mine)
-    found, equal, key = MATH_VERIFY.compare(reference, f"${span if mine is None else exact_latex(mine)}$")
-    return (1.0 if equal else 0.1), key or "".join(span.split())
+        return (1.0 if mine == theirs else 0.1), written if mine is None else str(mine)
+    latex = f"${span if mine is None else exact_latex(mine)}$"
+    found, equal, key = MATH_VERIFY.compare(reference, latex)
+    return (1.0 if equal else 0.1), key or written
 
 def math_reward(completion: str, answer: str) -> float:
     return math_grade(completion, answer)[0]
@@ -444,13 +456,14 @@ def grade(problem: dict, completion: str) -> tuple[float, str]:
         return reward, re.sub(r"\s", "", countdown_answer(completion))
     return math_grade(completion, problem["answer"])
 
-# --- layer: math-verify in a worker process. Its own timeout is signal.alarm, which fails off the main
-# thread; a process can be killed anywhere. The worker runs the functions below, from this file's source.
+# --- layer: math-verify in a worker process. Its own timeout is signal.alarm, which fails off the
+# main thread; a process can be killed anywhere. The worker runs the three functions below, from
+# this file's source.
 
 def math_verify_compare(reference: str, prediction: str) -> tuple[bool, bool, str]:
-    """(found, equal, key): math-verify's last LaTeX answer in prediction, whether it equals reference,
-    and its canonical form for Maj@K (0.5 and \\frac12 both 1/2). LaTeX extraction only: math-verify's
-    plain-expression path hands text to sympy's parse_expr, which is eval."""
+    """(found, equal, key): math-verify's last LaTeX answer in prediction, whether it equals
+    reference, and its canonical form for Maj@K (0.5 and \\frac12 both 1/2). LaTeX extraction
+    only: math-verify's plain-expression path hands text to sympy's parse_expr, which is eval."""
     from fractions import Fraction
 
     import sympy
@@ -468,13 +481,14 @@ def math_verify_compare(reference: str, prediction: str) -> tuple[bool, bool, st
     return True, bool(equal), "".join(str(value).split())
 
 def literals_only(python_eval):
-    """eval or exec, refusing in sympy's parse_expr (the one way from text to Python: latex2sympy reads
-    a number token by sympy.Number(text)) anything but "from sympy import *", a name, and a literal
-    such as "Integer (12 )". sympy's own generated code, and imports, run as before."""
+    """eval or exec, refusing in sympy's parse_expr (the one way from text to Python: latex2sympy
+    reads a number token by sympy.Number(text)) anything but "from sympy import *", a name, and a
+    literal such as "Integer (12 )". sympy's own generated code, and imports, run as before."""
     def guarded(source, *scopes):
         parsing = sys._getframe(1).f_globals.get("__name__") == "sympy.parsing.sympy_parser"
         if parsing and not (isinstance(source, str) and SYMPY_LITERAL.fullmatch(source)):
-            raise PermissionError(f"the math verifier runs no text but sympy literals: {source!r:.80}")
+            raise PermissionError("the math verifier runs no text but sympy literals: "
+                                  f"{source!r:.80}")
         return python_eval(source, *scopes)
     return guarded
 
@@ -484,7 +498,7 @@ def math_verify_worker():  # one JSON request a line in, one answer a line out
     import logging
     import resource
     import sys
-    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))  # a huge power fails, not the machine
+    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))  # a huge power fails, not the host
     logging.disable(logging.WARNING)
     import sympy.physics.units  # noqa: F401 (verify imports it, and its import parses text)
     math_verify_compare("1", "$1$")
@@ -493,13 +507,13 @@ def math_verify_worker():  # one JSON request a line in, one answer a line out
     for line in sys.stdin:
         try:
             answer = math_verify_compare(*json.loads(line))
-        except Exception:  # noqa: BLE001 (a parse that fails, MemoryError, RecursionError: no answer)
+        except Exception:  # noqa: BLE001 (a failed parse, MemoryError, RecursionError: no answer)
             answer = False, False, ""
         print(json.dumps(answer), flush=True)
 
 class MathVerifier:
-    """math-verify behind a pipe. compare() answers within MATH_SECONDS or kills the worker, answers
-    "not found", and starts a new one on the next call; one call at a time (a lock), from any thread."""
+    """math-verify behind a pipe. compare() answers within MATH_SECONDS or kills the worker,
+    answers "not found", and starts a new one on the next call; one call at a time, any thread."""
     START_SECONDS = 120  # importing sympy and math-verify, once per worker
 
     def __init__(self):
@@ -523,8 +537,9 @@ class MathVerifier:
         source = "\n".join(inspect.getsource(f) for f in (literals_only, math_verify_compare,
                                                            math_verify_worker))
         head = f"import re\nimport sys\nSYMPY_LITERAL = re.compile({SYMPY_LITERAL.pattern!r})\n"
-        self.process = subprocess.Popen([sys.executable, "-c", f"{head}{source}\nmath_verify_worker()"],
-                                        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True)
+        program = f"{head}{source}\nmath_verify_worker()"
+        self.process = subprocess.Popen([sys.executable, "-c", program], stdin=subprocess.PIPE,
+                                        stdout=subprocess.PIPE, text=True)
         try:
             ready = self.read_line(self.START_SECONDS) == "ready\n"
         except (OSError, TimeoutError):
@@ -563,23 +578,27 @@ def load_problems(path: str, task: str = "auto") -> list[dict]:
             record = json.loads(line)
         except json.JSONDecodeError:
             raise BadInput(f"{path}:{number}: not valid JSON") from None
-        record = record if isinstance(record, dict) else {}
-        numbers, target = record.get("numbers"), record.get("target")
-        if (task if task != "auto" else "countdown" if "numbers" in record else "math") == "countdown":
-            if not (type(numbers) is list and numbers and all(type(n) is int for n in [*numbers, target])):
-                raise BadInput(f"{path}:{number}: countdown needs 'numbers' (ints) and 'target' (int)")
-            problems.append({"task": "countdown", "numbers": numbers, "target": target})
-        elif isinstance(record.get("question"), str) and "answer" in record:
-            problems.append({"task": "math", "question": record["question"], "answer": str(record["answer"])})
-        else:
-            raise BadInput(f"{path}:{number}: math needs 'question' (string) and 'answer'")
+        problems.append(problem_of(record if isinstance(record, dict) else {}, task,
+                                   f"{path}:{number}"))
     if not problems:
         raise BadInput(f"{path}: no problems in file")
     return problems
 
+def problem_of(record: dict, task: str, where: str) -> dict:
+    numbers, target = record.get("numbers"), record.get("target")
+    if (task if task != "auto" else "countdown" if "numbers" in record else "math") == "countdown":
+        if not (type(numbers) is list and numbers
+                and all(type(n) is int for n in [*numbers, target])):
+            raise BadInput(f"{where}: countdown needs 'numbers' (ints) and 'target' (int)")
+        return {"task": "countdown", "numbers": numbers, "target": target}
+    if isinstance(record.get("question"), str) and "answer" in record:
+        return {"task": "math", "question": record["question"], "answer": str(record["answer"])}
+    raise BadInput(f"{where}: math needs 'question' (string) and 'answer'")
+
 CHAT_PROMPTS = {
-    "countdown": "Using the numbers {numbers}, each exactly once, with + - * / and parentheses, write an "
-                 "expression equal to {target}. Give only the expression inside <answer></answer>.",
+    "countdown": "Using the numbers {numbers}, each exactly once, with + - * / and parentheses, "
+                 "write an expression equal to {target}. Give only the expression inside "
+                 "<answer></answer>.",
     "sort": "Sort the digits {question} in ascending order. Put the result in \\boxed{{}}.",
     "add": "What is {question}? Put the final answer in \\boxed{{}}.",
     "math": "{question}\nPut the final answer in \\boxed{{}}."}
@@ -591,113 +610,127 @@ def prompt_text(problem: dict, tokenizer) -> str:
         if task == "countdown":
             return "C" + ",".join(map(str, problem["numbers"])) + f"={problem['target']}:"
         return {"add": "A", "sort": "S"}.get(task, "") + problem["question"] + ":"
-    chat = [{"role": "user", "content": CHAT_PROMPTS.get(task, CHAT_PROMPTS["math"]).format(**problem)}]
-    return tokenizer.apply_chat_template(chat, tokenize=False, add_generation_prompt=True)
+    content = CHAT_PROMPTS.get(task, CHAT_PROMPTS["math"]).format(**problem)
+    return tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
+                                         add_generation_prompt=True)
 
 # ----------------------------------------------------------------------------- rollout
 
+@dataclass(frozen=True)
+class Sampling:
+    """How completions are decoded (Args.sampling builds one per use)."""
+    temperature: float = 0.0  # 0: greedy
+    top_p: float = 1.0
+    max_new_tokens: int = 12
+    seed: int = 0  # with a chunk's first row, the seed of the chunk's generator
+    batch_size: int = 2048  # most rows decoded at once: a chunk
+
 @dataclass
 class Rollout:
-    """Completions of a batch of prompts; tensors are (B, P) for the prompt and (B, T) for the completion."""
+    """Completions of a batch of prompts: (B, P) tensors of the prompt, (B, T) of the completion."""
     texts: list[str]
     prompt_ids: torch.Tensor  # (B, P) left-padded
     prompt_mask: torch.Tensor  # (B, P)
     completion_ids: torch.Tensor  # (B, T) right-padded, EOS included
     completion_mask: torch.Tensor  # (B, T)
-    logprobs: torch.Tensor  # (B, T) log-prob of each sampled token under the model (temperature 1)
-    entropy: torch.Tensor  # (B, T) full-vocabulary entropy of the model (temperature 1) at each token
+    logprobs: torch.Tensor  # (B, T) of each sampled token under the model at temperature 1
+    entropy: torch.Tensor  # (B, T) the model's full-vocabulary entropy at temperature 1
     @property
     def tokens(self) -> int: return int(self.completion_mask.sum())
     def rows(self, index: slice) -> Rollout:
-        return Rollout(*(value[index] for value in vars(self).values()))  # texts and every tensor, in order
+        return Rollout(*(value[index] for value in vars(self).values()))  # every field, in order
 
-def cache_argument(model) -> str:  # some transformers 5 models take `cache`, others `past_key_values`
+def cache_argument(model) -> str:  # transformers 5 models take `cache` or `past_key_values`
     return "cache" if "cache" in inspect.signature(model.forward).parameters else "past_key_values"
 
 def sample_tokens(logits, temperature, top_p, uniform):
-    """Inverse-CDF sampling in vocabulary order (greedy at temperature 0); logits (B, V), uniform (B,)."""
+    """Inverse-CDF sampling in vocabulary order (greedy at temperature 0); logits (B, V), uniform
+    (B,)."""
     if temperature == 0:
         return logits.argmax(-1)
     probs = torch.softmax(logits / temperature, -1)  # (B, V)
     if top_p < 1:
         sorted_probs, order = probs.sort(-1, descending=True)
-        drop = sorted_probs.cumsum(-1) - sorted_probs >= top_p  # (B, V) tokens outside the nucleus
-        probs = probs.masked_fill(drop.scatter(-1, order, drop), 0.0)
+        outside = sorted_probs.cumsum(-1) - sorted_probs >= top_p  # (B, V) outside the nucleus
+        probs = probs.masked_fill(outside.scatter(-1, order, outside), 0.0)
     cdf = probs.cumsum(-1)  # (B, V)
     choice = torch.searchsorted(cdf, (uniform * cdf[:, -1]).unsqueeze(-1)).squeeze(-1)  # (B,)
     return choice.clamp(max=logits.shape[-1] - 1)
 
 @torch.no_grad()
-def decode(model, tokenizer, prompts: list[str], *, temperature: float, top_p: float, max_new_tokens: int,
-           seed: int, batch_size: int, first_row: int, total_rows: int) -> Rollout:
-    """Sample completions token by token with a KV cache, stopping at EOS. prompts are rows first_row.. of a
-    chunk of batch_size rows of total_rows; a chunk's rows share a generator seeded by seed and its first row:
-    a row gets the same noise whichever process decodes it, and every population member the same noise."""
-    chunk = first_row - first_row % batch_size
-    drawn = slice(first_row - chunk, first_row - chunk + len(prompts))  # these rows among the chunk's draws
-    width = min(batch_size, total_rows - chunk)
+def decode(model, tokenizer, prompts: list[str], sampling: Sampling, first_row: int,
+           total_rows: int) -> Rollout:
+    """Sample completions with a KV cache until EOS. prompts are rows first_row.. of a chunk of
+    batch_size rows of total_rows, whose rows share a generator seeded by seed and its first row:
+    a row gets the same noise whichever process decodes it, and every ES member the same noise."""
+    chunk = first_row - first_row % sampling.batch_size
+    drawn = slice(first_row - chunk, first_row - chunk + len(prompts))  # these rows' draws
+    width = min(sampling.batch_size, total_rows - chunk)
     device = next(model.parameters()).device
     encoded = tokenizer(prompts, padding=True, return_tensors="pt",
                         add_special_tokens=tokenizer.chat_template is None).to(device)
-    prompt_ids, mask = encoded["input_ids"], encoded["attention_mask"]  # (B, P) each
-    generator = torch.Generator().manual_seed(seed + chunk)
+    generator = torch.Generator().manual_seed(sampling.seed + chunk)
+    uniform = lambda: torch.rand(width, generator=generator)[drawn].to(device)  # (B,)
+    stops = torch.tensor(eos_ids(model, tokenizer), device=device)
+    steps = token_steps(model, encoded, sampling, uniform, stops, tokenizer.pad_token_id)
+    tokens, alive, logprobs, entropy = (torch.stack(column, 1) for column in zip(*steps))  # (B, T)
+    mask = alive.long()  # (B, T)
+    texts = tokenizer.batch_decode(tokens.masked_fill(mask == 0, tokenizer.pad_token_id),
+                                   skip_special_tokens=True)
+    return Rollout(texts, encoded["input_ids"], encoded["attention_mask"], tokens, mask,
+                   logprobs * mask, entropy * mask)
+
+def token_steps(model, encoded, sampling: Sampling, uniform: Callable, stops, pad_id: int):
+    """(token, alive, log-prob, entropy), each (B,), a step at a time, until every row has sampled
+    a stop token or max_new_tokens are out; a row that has ended gets pad_id."""
+    inputs, mask = encoded["input_ids"], encoded["attention_mask"]  # (B, P) each
     cache = {cache_argument(model): DynamicCache(config=model.config)}
     positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, P)
-    inputs, done = prompt_ids, torch.zeros(prompt_ids.shape[0], dtype=torch.bool, device=device)
-    stops = torch.tensor(eos_ids(model, tokenizer), device=device)
-    tokens, logprobs, entropies, alive = [], [], [], []
-    for _ in range(max_new_tokens):
-        logits = model(input_ids=inputs, attention_mask=mask, position_ids=positions, use_cache=True,
-                       **cache).logits[:, -1].float()  # (B, V)
+    done = torch.zeros(inputs.shape[0], dtype=torch.bool, device=inputs.device)  # (B,)
+    for _ in range(sampling.max_new_tokens):
+        logits = model(input_ids=inputs, attention_mask=mask, position_ids=positions,
+                       use_cache=True, **cache).logits[:, -1].float()  # (B, V)
         logp = logits.log_softmax(-1)  # (B, V)
-        uniform = torch.rand(width, generator=generator)[drawn].to(device)  # (B,)
-        token = sample_tokens(logits, temperature, top_p, uniform)  # (B,)
-        token = token.masked_fill(done, tokenizer.pad_token_id)
-        tokens.append(token)
-        alive.append(~done)
-        logprobs.append(logp.gather(-1, token[:, None]).squeeze(-1))
-        entropies.append(-(logp.exp() * logp).sum(-1))
+        token = sample_tokens(logits, sampling.temperature, sampling.top_p, uniform())  # (B,)
+        token = token.masked_fill(done, pad_id)
+        entropy = -(logp.exp() * logp).sum(-1)  # (B,)
+        yield token, ~done, logp.gather(-1, token[:, None]).squeeze(-1), entropy
         done = done | torch.isin(token, stops)
         if done.all():
-            break
-        inputs = token[:, None]
-        mask = torch.cat([mask, torch.ones_like(mask[:, :1])], 1)
-        positions = positions[:, -1:] + 1
-    completion_ids, completion_mask = torch.stack(tokens, 1), torch.stack(alive, 1).long()  # (B, T) each
-    texts = tokenizer.batch_decode(completion_ids.masked_fill(completion_mask == 0, tokenizer.pad_token_id),
-                                   skip_special_tokens=True)
-    return Rollout(texts, prompt_ids, encoded["attention_mask"], completion_ids, completion_mask,
-                   torch.stack(logprobs, 1) * completion_mask, torch.stack(entropies, 1) * completion_mask)
+            return
+        inputs = token[:, None]  # (B, 1)
+        mask = torch.cat([mask, torch.ones_like(mask[:, :1])], 1)  # (B, P + steps)
+        positions = positions[:, -1:] + 1  # (B, 1)
 
-# --- layer: chunks. At most batch_size rows are decoded at once, and a row gets the noise of its place in
-# the whole batch: the result of decoding it unchunked, in one process or shared out
-# (tests/test_grpo.py: test_a_rank_share_of_rows_samples_as_in_the_whole_batch).
+# --- layer: chunks. At most batch_size rows are decoded at once, and a row gets the noise of its
+# place in the whole batch: the result of decoding it unchunked, in one process or shared out
+# (tests/test_rollout.py: test_a_rank_share_of_rows_samples_as_in_the_whole_batch).
 
-def rollout(model, tokenizer, prompts: list[str], *, temperature: float = 0.0, top_p: float = 1.0,
-            max_new_tokens: int = 12, seed: int = 0, batch_size: int = 2048, first_row: int = 0,
-            total_rows: int | None = None) -> Rollout:
-    """Completions of prompts, rows first_row.. of total_rows (greedy at temperature 0). The signature is the
-    contract that scale/'s vLLM backend fills too."""
-    end = first_row + len(prompts)
-    cuts = [first_row, *range(first_row - first_row % batch_size + batch_size, end, batch_size), end]
-    parts = [decode(model, tokenizer, prompts[a - first_row:b - first_row], temperature=temperature,
-                    top_p=top_p, max_new_tokens=max_new_tokens, seed=seed, batch_size=batch_size, first_row=a,
-                    total_rows=total_rows or end) for a, b in zip(cuts, cuts[1:])]
+def rollout(model, tokenizer, prompts: list[str], sampling: Sampling = Sampling(),
+            first_row: int = 0, total_rows: int | None = None) -> Rollout:
+    """Completions of prompts, rows first_row.. of total_rows (greedy by default). The signature is
+    the contract of run()'s generate hook, which scale/'s vLLM backend fills too."""
+    end, size = first_row + len(prompts), sampling.batch_size
+    cuts = [first_row, *range(first_row - first_row % size + size, end, size), end]
+    parts = [decode(model, tokenizer, prompts[a - first_row:b - first_row], sampling, a,
+                    total_rows or end) for a, b in zip(cuts, cuts[1:])]
     return parts[0] if len(parts) == 1 else concat_rollouts(parts, tokenizer.pad_token_id)
 
 def concat_rollouts(parts: list[Rollout], pad_id: int) -> Rollout:
-    def cat(name, value, left):  # each part's (b, width) padded to the widest, then the rows stacked
+    def cat(name, value, left):  # each part's (b, width) padded to the widest, the rows stacked
         tensors = [getattr(p, name) for p in parts]
         width = max(t.shape[1] for t in tensors)
         gaps = [(width - t.shape[1], 0) if left else (0, width - t.shape[1]) for t in tensors]
-        return torch.cat([torch.nn.functional.pad(t, gap, value=value) for t, gap in zip(tensors, gaps)], 0)
+        return torch.cat([torch.nn.functional.pad(t, gap, value=value)
+                          for t, gap in zip(tensors, gaps)], 0)
     return Rollout(sum((p.texts for p in parts), []), cat("prompt_ids", pad_id, True),
                    cat("prompt_mask", 0, True), cat("completion_ids", pad_id, False),
-                   cat("completion_mask", 0, False), cat("logprobs", 0.0, False), cat("entropy", 0.0, False))
+                   cat("completion_mask", 0, False), cat("logprobs", 0.0, False),
+                   cat("entropy", 0.0, False))
 
 def token_logprobs(model, roll: Rollout, temperature: float = 1.0, group: int = 1):
-    """Log-prob of each completion token at temperature, and the model's entropy (temperature 1): (B, T)
-    each. group > 1: rows come in runs of `group` sharing a prompt (GRPO's groups: shared_prompt_logits)."""
+    """Log-prob of each completion token at temperature, and the model's entropy (temperature 1):
+    (B, T) each. group > 1: rows come in runs of `group` sharing a prompt (shared_prompt_logits)."""
     if group > 1:
         logits = shared_prompt_logits(model, roll, group)  # (B, T, V)
     else:
@@ -705,19 +738,21 @@ def token_logprobs(model, roll: Rollout, temperature: float = 1.0, group: int = 
         mask = torch.cat([roll.prompt_mask, roll.completion_mask], 1)  # (B, P+T)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, P+T)
         logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits
-        logits = logits[:, roll.prompt_ids.shape[1] - 1:-1].float()  # (B, T, V) predicting each token
+        logits = logits[:, roll.prompt_ids.shape[1] - 1:-1].float()  # (B, T, V) predicting each
     logp_all = logits.log_softmax(-1)  # (B, T, V)
     entropy = -(logp_all.exp() * logp_all).sum(-1)  # (B, T)
     if temperature != 1.0:
-        logp_all = (logits / temperature).log_softmax(-1)
-    return logp_all.gather(-1, roll.completion_ids.unsqueeze(-1)).squeeze(-1), entropy  # (B, T), (B, T)
+        logp_all = (logits / temperature).log_softmax(-1)  # (B, T, V)
+    chosen = logp_all.gather(-1, roll.completion_ids.unsqueeze(-1)).squeeze(-1)  # (B, T)
+    return chosen, entropy
 
-# --- layer: shared prompts. A group's prompt runs once and its keys and values are repeated for the
-# group's completions: the same log-probs with fewer FLOPs, up to float rounding
-# (tests/test_grpo.py: test_groups_sharing_a_prompt_give_the_same_log_probs_from_one_prompt_pass).
+# --- layer: shared prompts. A group's prompt runs once and its keys and values are repeated for
+# the group's completions: the same log-probs with fewer FLOPs, up to float rounding
+# (tests/test_rollout.py:
+# test_groups_sharing_a_prompt_give_the_same_log_probs_from_one_prompt_pass).
 
 def shared_prompt_logits(model, roll: Rollout, group: int) -> torch.Tensor:
-    """Logits (B, T, V) predicting each completion token, each run of `group` rows' prompt run once."""
+    """Logits (B, T, V) predicting each completion token; each group's prompt runs once."""
     mask = torch.cat([roll.prompt_mask, roll.completion_mask], 1)  # (B, P+T)
     positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, P+T)
     start = roll.prompt_ids.shape[1]
@@ -725,32 +760,33 @@ def shared_prompt_logits(model, roll: Rollout, group: int) -> torch.Tensor:
     cache = {cache_argument(unwrapped): DynamicCache(config=unwrapped.config)}
     prompt = model(input_ids=roll.prompt_ids[::group], attention_mask=roll.prompt_mask[::group],
                    position_ids=positions[::group, :start], use_cache=True, **cache)
-    next(iter(cache.values())).batch_repeat_interleave(group)  # differentiable: gradients reach the prompt
-    logits = [prompt.logits[:, -1:].repeat_interleave(group, 0)]  # (B, 1, V) predicts the first token
+    next(iter(cache.values())).batch_repeat_interleave(group)  # differentiable: reaches the prompt
+    logits = [prompt.logits[:, -1:].repeat_interleave(group, 0)]  # (B, 1, V) the first token's
     if roll.completion_ids.shape[1] > 1:
         logits.append(model(input_ids=roll.completion_ids[:, :-1], attention_mask=mask[:, :-1],
                             position_ids=positions[:, start:-1], use_cache=True,
                             **cache).logits)  # (B, T-1, V)
     return torch.cat(logits, 1).float()  # (B, T, V)
 
-def masked_mean(values: torch.Tensor, mask: torch.Tensor, count=None) -> torch.Tensor:  # over mask's entries
+def masked_mean(values: torch.Tensor, mask: torch.Tensor, count=None) -> torch.Tensor:
     return (values * mask).sum() / (mask.sum().clamp(min=1) if count is None else count)
 
-def score(problems: list[dict], texts: list[str]) -> torch.Tensor:  # rewards; problems[i] is texts[i]'s
+def score(problems: list[dict], texts: list[str]) -> torch.Tensor:  # (B,) problems[i] is texts[i]'s
     return torch.tensor([grade(p, t)[0] for p, t in zip(problems, texts)])
 
 # ----------------------------------------------------------------------------- Pass@K
 
 def pass_at_k(n: int, c: int, k: int) -> float:
-    """Unbiased Pass@k from n samples with c correct (the paper's estimator): 1 - C(n-c, k) / C(n, k), in the
-    product form 1 - prod_{i=n-c+1..n} (1 - k/i), exact for large n; 1.0 when n - c < k. Raises ValueError
-    unless 0 <= c <= n and 1 <= k <= n."""
+    """Unbiased Pass@k from n samples with c correct (the paper's estimator): 1 - C(n-c, k) /
+    C(n, k), in the product form 1 - prod_{i=n-c+1..n} (1 - k/i), exact for large n; 1.0 when
+    n - c < k. Raises ValueError unless 0 <= c <= n and 1 <= k <= n."""
     if not 0 <= c <= n or not 1 <= k <= n:
         raise ValueError(f"pass_at_k needs 0 <= c <= n and 1 <= k <= n, got n={n} c={c} k={k}")
     return 1.0 if n - c < k else 1.0 - float(np.prod(1.0 - k / np.arange(n - c + 1, n + 1)))
 
 def maj_at_k(keys: list[str], correct: list[bool], k: int) -> float:
-    """Maj@k over disjoint groups of k samples: is the most frequent answer (first seen on ties) correct?"""
+    """Maj@k over disjoint groups of k samples: is the most frequent answer (first seen on ties)
+    correct?"""
     hits = []
     for start in range(0, len(keys) - k + 1, k):
         votes = Counter(keys[start:start + k])
@@ -758,53 +794,58 @@ def maj_at_k(keys: list[str], correct: list[bool], k: int) -> float:
         hits.append(correct[keys.index(winner, start)])
     return float(np.mean(hits))
 
-def evaluate(model, tokenizer, problems: list[dict], args: Args, seed: int = 0, ks=PASS_KS, maj_ks=(MAJ_K,),
-             progress: bool = False, generate=rollout, ranks: OneProcess = ONE_PROCESS) -> dict:
-    """Pass@K, Maj@K, mean reward, token entropy and length of one model: n samples a problem, decoded in
-    chunks of rollout_batch (dealt out among processes, with the same results as one process)."""
-    n, size = args.eval_samples, args.rollout_batch
-    rows = [p for p in problems for _ in range(n)]
-    prompts = [prompt_text(p, tokenizer) for p in rows]
-    scored = []  # what is kept of each chunk this process decodes
-    for start in tqdm(ranks.share(range(0, len(prompts), size)), desc="eval", leave=False,
-                      disable=not (progress and ranks.is_main)):
-        roll = generate(model, tokenizer, prompts[start:start + size], temperature=args.eval_temperature,
-                        top_p=args.eval_top_p, max_new_tokens=args.max_new_tokens, seed=seed, batch_size=size,
-                        first_row=start, total_rows=len(prompts))
-        chunk = rows[start:start + size]
-        rewards, keys = zip(*(grade(p, t) for p, t in zip(chunk, roll.texts)))
-        scored.append({"first_row": start, "rewards": list(rewards), "keys": list(keys),
-                       "entropy_sum": float(roll.entropy.sum()), "tokens": roll.tokens})
-    scored = sorted((part for parts in ranks.gather(scored) for part in parts), key=lambda x: x["first_row"])
+def evaluate(run: Context, problems: list[dict], ks=PASS_KS, maj_ks=(MAJ_K,),
+             progress: bool = False) -> dict:
+    """Pass@K, Maj@K, mean reward, token entropy and length of run.model, from args.eval_samples
+    samples a problem, seeded by args.seed."""
+    n = run.args.eval_samples
+    scored = sample_and_grade(run, [p for p in problems for _ in range(n)], progress)
     rewards = torch.tensor([r for part in scored for r in part["rewards"]]).view(len(problems), n)
     keys = [key for part in scored for key in part["keys"]]
-    correct = rewards == 1.0
+    correct = rewards == 1.0  # (problems, n)
     result = {f"pass@{k}": float(np.mean([pass_at_k(n, int(c), k) for c in correct.sum(1)]))
               for k in ks if k <= n}
     for k in (k for k in maj_ks if k <= n):
-        result[f"maj@{k}"] = float(np.mean([maj_at_k(keys[i * n:(i + 1) * n], correct[i].tolist(), k)
-                                            for i in range(len(problems))]))
+        result[f"maj@{k}"] = float(np.mean([maj_at_k(keys[i * n:(i + 1) * n], row.tolist(), k)
+                                            for i, row in enumerate(correct)]))
     tokens = sum(part["tokens"] for part in scored)
-    return result | {"reward": float(rewards.mean()), "length": tokens / len(prompts),
+    return result | {"reward": float(rewards.mean()), "length": tokens / (len(problems) * n),
                      "entropy": sum(part["entropy_sum"] for part in scored) / max(tokens, 1),
-                     "correct": correct.sum(1).tolist()}  # per problem: Pass@K curves, intervals (eval.py)
+                     "correct": correct.sum(1).tolist()}  # per problem: curves, intervals (eval.py)
+
+def sample_and_grade(run: Context, rows: list[dict], progress: bool) -> list[dict]:
+    """Each chunk of rollout_batch rows' rewards, Maj@K keys, entropy and token sums, in row
+    order; the chunks dealt out among processes, with the same results as one process."""
+    size, sampling = run.args.rollout_batch, run.args.sampling("eval", run.args.seed)
+    prompts = [prompt_text(p, run.tokenizer) for p in rows]
+    scored = []  # what is kept of each chunk this process decodes
+    for start in tqdm(run.ranks.share(range(0, len(prompts), size)), desc="eval", leave=False,
+                      disable=not (progress and run.ranks.is_main)):
+        roll = run.generate(run.model, run.tokenizer, prompts[start:start + size], sampling,
+                            first_row=start, total_rows=len(prompts))
+        rewards, keys = zip(*(grade(p, t) for p, t in zip(rows[start:start + size], roll.texts)))
+        scored.append({"first_row": start, "rewards": list(rewards), "keys": list(keys),
+                       "entropy_sum": float(roll.entropy.sum()), "tokens": roll.tokens})
+    gathered = (part for parts in run.ranks.gather(scored) for part in parts)
+    return sorted(gathered, key=lambda part: part["first_row"])
 
 # ----------------------------------------------------------------------------- GRPO
 
 def group_advantages(rewards: torch.Tensor, group: int, scale_std: bool = True) -> torch.Tensor:
-    """A_i = (r_i - mean(group)) [/ std(group)]; rewards (B,) in consecutive groups; 0 in zero-std groups."""
+    """A_i = (r_i - mean(group)) [/ std(group)]; rewards (B,) in consecutive groups; 0 in zero-std
+    groups."""
     grouped = rewards.view(-1, group)  # (B/G, G)
-    centred = grouped - grouped.mean(1, keepdim=True)  # (B/G, G); rounding can leave it nonzero if all equal
+    centred = grouped - grouped.mean(1, keepdim=True)  # (B/G, G); rounding can leave it nonzero
     if scale_std:
         centred = centred / grouped.std(1, keepdim=True).clamp(min=1e-8)  # (B/G, G)
     constant = grouped.amax(1, keepdim=True) == grouped.amin(1, keepdim=True)  # (B/G, 1)
     return centred.masked_fill(constant, 0.0).flatten()  # (B,)
 
 def grpo_loss(logp, old_logp, ref_logp, advantages, mask, clip: float, beta: float, tokens=None):
-    """(loss, statistics): the clipped surrogate plus beta * k3 KL to the reference, mean over completion
-    tokens (the paper's GRPO objective); statistics {"kl", "clip_frac"}, floats, masked means of the k3 KL
-    and of the tokens whose ratio left [1 - clip, 1 + clip]. logp, old_logp, ref_logp, mask: (B, T);
-    advantages: (B,); tokens: the divisor (default: mask's count)."""
+    """(loss, statistics): the clipped surrogate plus beta * k3 KL to the reference, mean over
+    completion tokens (the paper's GRPO objective); statistics {"kl", "clip_frac"}, floats, masked
+    means of the k3 KL and of the tokens whose ratio left [1 - clip, 1 + clip]. logp, old_logp,
+    ref_logp, mask: (B, T); advantages: (B,); tokens: the divisor (default: mask's count)."""
     ratio = torch.exp(logp - old_logp)  # (B, T)
     adv = advantages.unsqueeze(1)  # (B, 1)
     surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - clip, 1 + clip) * adv)  # (B, T)
@@ -815,77 +856,114 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, clip: float, beta: flo
     return loss, {"kl": float(masked_mean(kl.detach(), mask, tokens)),
                   "clip_frac": float(masked_mean(clipped, mask, tokens))}
 
-def grpo_step(model, reference, optimizer, tokenizer, problems: list[dict], args: Args, seed: int,
-              generate=rollout, trainer=None, ranks: OneProcess = ONE_PROCESS) -> dict:
-    """Sample a group per prompt, score, and take grpo_epochs AdamW steps on the clipped surrogate. trainer:
-    what is backpropagated through (default: model). At scale each process samples a contiguous share of
-    the groups (with the noise those rows get in the whole batch) and the gradients are averaged."""
-    trainer, G = trainer or model, args.grpo_group
-    mine = ranks.block(len(problems))
+@dataclass
+class GRPOState:  # what GRPO keeps between steps
+    optimizer: torch.optim.Optimizer  # AdamW
+    reference: torch.nn.Module | None  # the frozen starting model of the KL term; None if beta = 0
+    trainer: torch.nn.Module | None = None  # what is backpropagated through (None: the model)
+
+@dataclass
+class GRPOBatch:  # this process's scored groups, and what the loss holds fixed in them
+    roll: Rollout
+    advantages: torch.Tensor  # (B,)
+    old_logp: torch.Tensor | None  # (B, T) of the sampling policy; None with one epoch: ratio 1
+    ref_logp: torch.Tensor | None  # (B, T) of the reference; None without a KL term
+    pieces: list[slice]  # micro-batches of whole groups
+    tokens: torch.Tensor  # () completion tokens of the step per process, the loss's divisor
+
+def grpo_step(run: Context, state: GRPOState, problems: list[dict], seed: int) -> dict:
+    """Sample a group of grpo_group completions per prompt, score them, and take grpo_epochs AdamW
+    steps on grpo_loss with the group advantages. At scale each process samples a contiguous share
+    of the groups (with the noise those rows get in the whole batch); gradients are averaged."""
+    args, G, tokenizer = run.args, run.args.grpo_group, run.tokenizer
+    mine = run.ranks.block(len(problems))  # this process's groups
     group = [p for p in problems[mine.start:mine.stop] for _ in range(G)]
     first, total = mine.start * G, len(problems) * G
     with torch.no_grad():
-        roll = generate(model, tokenizer, [prompt_text(p, tokenizer) for p in group],
-                        temperature=args.grpo_temperature, max_new_tokens=args.max_new_tokens, seed=seed,
-                        batch_size=args.rollout_batch, first_row=first, total_rows=total)
+        roll = run.generate(run.model, tokenizer, [prompt_text(p, tokenizer) for p in group],
+                            args.sampling("grpo", seed), first_row=first, total_rows=total)
         rewards = score(group, roll.texts)  # (B,)
-        advantages = group_advantages(rewards, G, args.grpo_scale_std).to(roll.completion_ids.device)  # (B,)
-        size = max(1, args.grpo_microbatch // G) * G if args.grpo_microbatch else len(group)
-        pieces = [slice(start, start + size) for start in range(0, len(group), size)]  # whole groups each
-        # (B, T) each; with one epoch the sampling policy is the one being trained: its log-probs are the
-        # training pass's own, detached (ratio 1), and a forward pass is saved
-        old_logp = (torch.cat([token_logprobs(model, roll.rows(s), args.grpo_temperature, G)[0]
-                               for s in pieces]) if args.grpo_epochs > 1 else None)
-        ref_logp = (torch.cat([token_logprobs(reference, roll.rows(s), args.grpo_temperature, G)[0]
-                               for s in pieces]) if args.grpo_beta else None)
-        tokens = ranks.sum(roll.completion_mask.sum()).clamp(min=1) / ranks.world_size  # () per process
+        advantages = group_advantages(rewards, G, args.grpo_scale_std)  # (B,)
+        batch = fixed_terms(run, state, roll, advantages.to(roll.completion_ids.device))
+    trainer = state.trainer or run.model
     trainer.train()
     for _ in range(args.grpo_epochs):
-        optimizer.zero_grad(set_to_none=True)
-        sums = dict.fromkeys(("loss", "kl", "clip_frac", "entropy_sum"), 0.0)  # over the pieces
-        for s in pieces:  # gradients add up over the pieces
-            with ranks.accumulating(trainer, last=s == pieces[-1]):
-                logp, entropy = token_logprobs(trainer, roll.rows(s), args.grpo_temperature, G)  # (b, T) each
-                loss, parts = grpo_loss(logp, logp.detach() if old_logp is None else old_logp[s],
-                                        logp.detach() if ref_logp is None else ref_logp[s], advantages[s],
-                                        roll.completion_mask[s], args.grpo_clip, args.grpo_beta, tokens)
-                loss.backward()
-            parts.update(loss=loss.item(),
-                         entropy_sum=float((entropy.detach() * roll.completion_mask[s]).sum()))
-            sums = {name: sums[name] + parts[name] for name in sums}
-        optimizer.step()
+        state.optimizer.zero_grad(set_to_none=True)
+        sums = grpo_backward(run, trainer, batch)
+        state.optimizer.step()
     trainer.eval()
-    ranks.after_optimizer_step(model, trainer)
-    everyone = torch.zeros(total)  # (all processes' B,) rewards, the other processes' rows summed in
-    everyone[first:first + len(group)] = rewards
-    totals = ranks.sum({"rewards": everyone, **sums, "tokens": roll.tokens})
-    grouped = totals["rewards"].view(-1, G)  # (all prompts, G)
-    mean = {name: float(totals[name] / ranks.world_size) for name in ("loss", "kl", "clip_frac")}
-    zero_std = float((grouped.amax(1) == grouped.amin(1)).float().mean())  # share of groups without signal
+    run.ranks.after_optimizer_step(run.model, trainer)
+    return grpo_statistics(run, rewards, sums, first, total, roll.tokens)
+
+# --- layer: micro-batches. The loss's fixed terms and its gradient are computed --grpo-microbatch
+# rows (whole groups) at a time, the gradients summed: the step of the whole batch, up to rounding
+# (tests/test_grpo.py: test_microbatched_grpo_step_accumulates_the_same_gradient).
+
+def fixed_terms(run: Context, state: GRPOState, roll: Rollout, advantages) -> GRPOBatch:
+    args, G, rows = run.args, run.args.grpo_group, len(roll.texts)
+    size = max(1, args.grpo_microbatch // G) * G if args.grpo_microbatch else rows
+    pieces = [slice(start, start + size) for start in range(0, rows, size)]
+    def logprobs(net):  # (B, T)
+        return torch.cat([token_logprobs(net, roll.rows(s), args.grpo_temperature, G)[0]
+                          for s in pieces])
+    old_logp = logprobs(run.model) if args.grpo_epochs > 1 else None
+    ref_logp = logprobs(state.reference) if args.grpo_beta else None
+    tokens = run.ranks.sum(roll.completion_mask.sum()).clamp(min=1) / run.ranks.world_size  # ()
+    return GRPOBatch(roll, advantages, old_logp, ref_logp, pieces, tokens)
+
+def grpo_backward(run: Context, trainer, batch: GRPOBatch) -> dict:
+    """Gradients of grpo_loss into trainer, micro-batch by micro-batch; the statistics' sums."""
+    args, roll = run.args, batch.roll
+    sums = dict.fromkeys(("loss", "kl", "clip_frac", "entropy_sum"), 0.0)
+    for s in batch.pieces:
+        with run.ranks.accumulating(trainer, last=s == batch.pieces[-1]):
+            logp, entropy = token_logprobs(trainer, roll.rows(s), args.grpo_temperature,
+                                           args.grpo_group)  # (b, T) each
+            old = logp.detach() if batch.old_logp is None else batch.old_logp[s]  # (b, T)
+            ref = logp.detach() if batch.ref_logp is None else batch.ref_logp[s]  # (b, T)
+            loss, parts = grpo_loss(logp, old, ref, batch.advantages[s], roll.completion_mask[s],
+                                    args.grpo_clip, args.grpo_beta, batch.tokens)
+            loss.backward()
+        parts.update(loss=loss.item(),
+                     entropy_sum=float((entropy.detach() * roll.completion_mask[s]).sum()))
+        sums = {name: sums[name] + parts[name] for name in sums}
+    return sums
+
+def grpo_statistics(run: Context, rewards, sums: dict, first: int, total: int, tokens: int):
+    """The step's metrics over every process; rewards (B,) are this process's rows first.. of
+    total."""
+    everyone = torch.zeros(total)  # (all rows,) the other processes' rows summed in
+    everyone[first:first + len(rewards)] = rewards
+    totals = run.ranks.sum({"rewards": everyone, **sums, "tokens": tokens})
+    grouped = totals["rewards"].view(-1, run.args.grpo_group)  # (all prompts, G)
+    mean = {key: float(totals[key] / run.ranks.world_size) for key in ("loss", "kl", "clip_frac")}
+    zero_std = float((grouped.amax(1) == grouped.amin(1)).float().mean())  # groups without signal
     return {"reward": float(totals["rewards"].mean()), "reward_std": float(totals["rewards"].std()),
             "loss": mean["loss"], "entropy": totals["entropy_sum"] / max(totals["tokens"], 1),
-            "kl": mean["kl"], "clip_frac": mean["clip_frac"], "zero_std_frac": zero_std, "sequences": total,
-            "tokens": int(totals["tokens"])}
+            "kl": mean["kl"], "clip_frac": mean["clip_frac"], "zero_std_frac": zero_std,
+            "sequences": total, "tokens": int(totals["tokens"])}
 
 # ----------------------------------------------------------------------------- ES
 
 def noise(seed: int, index: int, like: torch.Tensor) -> torch.Tensor:
-    """eps of tensor `index` for the member `seed`: independent per tensor, regenerable; -seed gives -eps."""
+    """eps of tensor `index` for the member `seed`: independent per tensor, regenerable; -seed gives
+    -eps."""
     generator = torch.Generator(device=like.device).manual_seed(abs(seed) * 1_000_003 + index)
     eps = torch.randn(like.shape, generator=generator, device=like.device, dtype=torch.float32)
     return eps.neg_() if seed < 0 else eps
 
-def master_weights(params: list[torch.Tensor]) -> list[torch.Tensor]:  # what ES perturbs, restores, updates
+def master_weights(params: list[torch.Tensor]) -> list[torch.Tensor]:  # what ES perturbs and moves
     return [p.detach().float().cpu().clone() for p in params]
 
 @torch.no_grad()
 def set_weights(params: list[torch.Tensor], master: list[torch.Tensor], seed: int | None = None,
                 sigma: float = 0.0):
-    """theta <- master (+ sigma * eps_seed): perturbs in place, and restores bit-exactly with seed=None."""
+    """theta <- master (+ sigma * eps_seed): perturbs in place, and restores bit-exactly with
+    seed=None."""
     for index, (param, base) in enumerate(zip(params, master)):
         if seed is None:
             param.copy_(base)
-        else:  # master + sigma * eps, computed in the buffer of eps: one temporary the size of the tensor
+        else:  # computed in the buffer of eps: one temporary the size of the tensor
             param.copy_(noise(seed, index, param).mul_(sigma).add_(base.to(param.device)))
 
 def zscore(rewards: torch.Tensor) -> torch.Tensor:
@@ -895,9 +973,10 @@ def zscore(rewards: torch.Tensor) -> torch.Tensor:
     return (rewards - rewards.mean()) / rewards.std()
 
 @torch.no_grad()
-def es_update(params, master, seeds: list[int], z: torch.Tensor, alpha: float, drawn: dict | None = None):
-    """theta <- theta + alpha * (1/N) sum_n z_n eps_n (the paper's ES update; 1/sigma folded into alpha), in
-    fp32 on master. drawn: eps already generated, by (seed, tensor index); the rest is regenerated."""
+def es_update(params, master, seeds: list[int], z: torch.Tensor, alpha: float,
+              drawn: dict | None = None):
+    """theta <- theta + alpha * (1/N) sum_n z_n eps_n (the paper's ES update; 1/sigma folded into
+    alpha), in fp32 on master. drawn: eps already generated, by (seed, tensor index)."""
     drawn = drawn or {}
     for index, (param, base) in enumerate(zip(params, master)):
         step = torch.zeros(param.shape, dtype=torch.float32, device=param.device)
@@ -912,108 +991,124 @@ def binary_entropy(p: torch.Tensor) -> torch.Tensor:
     return -(torch.xlogy(p, p) + torch.xlogy(1 - p, 1 - p))
 
 def js_succ(success: torch.Tensor) -> float:
-    """Verifier-projected JS diversity h(mean_i p_i) - mean_i h(p_i) (the paper's JS_succ), averaged over
-    problems; success: (N members, problems) success probabilities. es_step logs it of greedy 0/1 successes as
-    `disagreement` (how split members are on a prompt), not JS_succ: that needs p_i (eval.py diversity)."""
+    """Verifier-projected JS diversity h(mean_i p_i) - mean_i h(p_i) (the paper's JS_succ), averaged
+    over problems; success: (N members, problems) success probabilities. es_step logs it of greedy
+    0/1 successes as `disagreement` (how split members are on a prompt): JS_succ needs p_i
+    (eval.py diversity)."""
     return float((binary_entropy(success.mean(0)) - binary_entropy(success).mean(0)).mean())
 
-def es_step(model, params, master, tokenizer, problems: list[dict], args: Args, seed: int, generate=rollout,
-            ranks: OneProcess = ONE_PROCESS) -> dict:
-    """Score N perturbed copies on the same prompts (and sampling noise), then move toward the better ones.
-    At scale each process scores some members; only scores are exchanged, and eps regenerated from seeds."""
-    draw = random.Random(seed).sample  # antithetic: sum_n z_n eps_n = sum over pairs (z_s - z_-s) eps_s
-    seeds = ([s for half in draw(range(1, 2**31 - 1), args.es_population // 2) for s in (half, -half)]
-             if args.es_antithetic else draw(range(2**31 - 1), args.es_population))
-    prompts, N, P = [prompt_text(p, tokenizer) for p in problems], len(seeds), len(problems)
-    scores = {name: torch.zeros(N, dtype=torch.float64) for name in ("reward", "tokens", "entropy_sum")}
-    scores["solved"] = torch.zeros(N, P, dtype=torch.float64)  # (N, P) 1 where member n solved problem p
-    mine, drawn = ranks.share(range(N)), {}
-    together = max(1, args.rollout_batch // P)  # members per batched generation
-    fits = lambda: min(together, len(mine)) * sum(p.numel() * (p.element_size() + 4) for p in params) <= (
-        torch.cuda.mem_get_info(params[0].device)[0] / 2 if params[0].device.type == "cuda" else 2**30)
-    batched = generate is rollout and (args.es_batched == "on" or (
-        args.es_batched == "auto" and args.es_temperature == 0 and together > 1 and fits()))
-    groups = [mine[i:i + together] for i in range(0, len(mine), together)] if batched else [[m] for m in mine]
-    for group in groups:
-        if batched:
+@dataclass
+class ESState:  # what ES keeps between updates
+    members: list  # where each member's weights are set: the model's parameters, or an engine's
+    master: list[torch.Tensor]  # the fp32 master copy that moves (departure 4)
+
+def member_seeds(args: Args, seed: int) -> list[int]:
+    """The population's noise seeds, eps_n = noise(seeds[n]); antithetic: pairs s and -s, so that
+    sum_n z_n eps_n = sum over pairs (z_s - z_-s) eps_s."""
+    draw = random.Random(seed).sample
+    if args.es_antithetic:
+        halves = draw(range(1, 2**31 - 1), args.es_population // 2)
+        return [s for half in halves for s in (half, -half)]
+    return draw(range(2**31 - 1), args.es_population)
+
+def es_step(run: Context, state: ESState, problems: list[dict], seed: int) -> dict:
+    """Score N perturbed copies master + sigma * eps_n on the same prompts (and sampling noise),
+    then move toward the better ones. At scale each process scores some members; only scores are
+    exchanged, and eps regenerated from seeds."""
+    args = run.args
+    seeds = member_seeds(args, seed)
+    scores, drawn = score_members(run, state, problems, seeds, seed)
+    rewards = scores["reward"].float()  # (N,) each member's mean reward
+    if args.es_null:  # the control: every member is credited with another's reward
+        rewards = rewards[torch.randperm(len(seeds), generator=torch.Generator().manual_seed(seed))]
+    if args.es_zscore:
+        z = zscore(rewards)  # (N,)
+    else:
+        z = (rewards - rewards.mean()) * (rewards.max() > rewards.min())  # (N,)
+    es_update(state.members, state.master, seeds, z, args.es_alpha, drawn)
+    tokens = int(scores["tokens"].sum())
+    return {"reward": float(rewards.mean()), "reward_std": float(rewards.std()),
+            "reward_max": float(rewards.max()), "disagreement": js_succ(scores["solved"].float()),
+            "entropy": float(scores["entropy_sum"].sum()) / max(tokens, 1),
+            "sequences": len(seeds) * len(problems), "tokens": tokens}
+
+def score_members(run: Context, state: ESState, problems: list[dict], seeds: list[int],
+                  seed: int) -> tuple[dict, dict]:
+    """Every member's reward, tokens and entropy sum, (N,), and problems solved, (N, P), summed over
+    the processes (each scores a share of the members); and the eps drawn, by (seed, index)."""
+    args, P = run.args, len(problems)
+    scores = {name: torch.zeros(len(seeds), dtype=torch.float64)
+              for name in ("reward", "tokens", "entropy_sum")}
+    scores["solved"] = torch.zeros(len(seeds), P, dtype=torch.float64)  # (N, P)
+    mine, drawn = run.ranks.share(range(len(seeds))), {}
+    together = members_together(run, state, P, len(mine))  # 0: one at a time
+    prompts = [prompt_text(p, run.tokenizer) for p in problems]
+    sampling, size = args.sampling("es", seed), together or 1
+    for group in [mine[i:i + size] for i in range(0, len(mine), size)]:
+        if together:
             try:
-                with population_forward(model, params, master, [seeds[m] for m in group], args.es_sigma,
+                with population_forward(run.model, state, [seeds[m] for m in group], args.es_sigma,
                                         drawn):
-                    roll = generate(model, tokenizer, prompts * len(group), temperature=args.es_temperature,
-                                    max_new_tokens=args.max_new_tokens, seed=seed, batch_size=len(group) * P)
-            except NotImplementedError:  # a layer it cannot batch: score the members one by one instead
-                return es_step(model, params, master, tokenizer, problems,
-                               dataclasses.replace(args, es_batched="off"), seed, generate, ranks)
+                    roll = run.generate(run.model, run.tokenizer, prompts * len(group),
+                                        dataclasses.replace(sampling, batch_size=len(group) * P))
+            except NotImplementedError:  # a layer it cannot batch: one member at a time instead
+                one_by_one = dataclasses.replace(args, es_batched="off")
+                return score_members(dataclasses.replace(run, args=one_by_one), state, problems,
+                                     seeds, seed)
         else:
-            set_weights(params, master, seeds[group[0]], args.es_sigma)
-            roll = generate(model, tokenizer, prompts, temperature=args.es_temperature,
-                            max_new_tokens=args.max_new_tokens, seed=seed, batch_size=args.rollout_batch)
+            set_weights(state.members, state.master, seeds[group[0]], args.es_sigma)
+            roll = run.generate(run.model, run.tokenizer, prompts, sampling)
         for j, member in enumerate(group):
             part = roll.rows(slice(j * P, (j + 1) * P))
             rewards = score(problems, part.texts)  # (P,)
             scores["reward"][member], scores["tokens"][member] = float(rewards.mean()), part.tokens
             scores["entropy_sum"][member] = float(part.entropy.sum())
             scores["solved"][member] = rewards == 1.0
-    scores = ranks.sum(scores)  # every process now has every member's scores (zero where not its own)
-    rewards = scores["reward"].float()  # (N,) each member's mean reward, bit for bit as its process had it
-    if args.es_null:  # the control: every member is credited with another's reward
-        rewards = rewards[torch.randperm(N, generator=torch.Generator().manual_seed(seed))]
-    z = zscore(rewards) if args.es_zscore else (rewards - rewards.mean()) * (rewards.max() > rewards.min())
-    es_update(params, master, seeds, z, args.es_alpha, drawn)
-    tokens = int(scores["tokens"].sum())
-    return {"reward": float(rewards.mean()), "reward_std": float(rewards.std()),
-            "reward_max": float(rewards.max()), "disagreement": js_succ(scores["solved"].float()),
-            "entropy": float(scores["entropy_sum"].sum()) / max(tokens, 1), "sequences": N * P,
-            "tokens": tokens}
+    return run.ranks.sum(scores), drawn  # every process has every member's scores now
 
-# --- layer: the population in one batch. Every member's rows are decoded together, each block with its
-# member's weights, by batched matmuls: the rewards and update of scoring members one by one, up to float
-# rounding (tests/test_es.py: test_population_batched_es_scores_and_updates_as_member_by_member).
+# --- layer: the population in one batch. Every member's rows are decoded together, each block
+# with its member's weights, by batched matmuls: the rewards and update of scoring members one by
+# one, up to float rounding (tests/test_es.py:
+# test_population_batched_es_scores_and_updates_as_member_by_member).
 
-def population_forward(model, params: list[torch.Tensor], master: list[torch.Tensor], seeds: list[int],
-                       sigma: float, drawn: dict):
-    """A context inside which row block n of every batch runs with member n's weights master + sigma * eps_n,
-    as set_weights builds them (batched_layers patches the layers: NotImplementedError for a layer it
-    cannot batch). Each eps is kept in drawn[seed, index] for es_update."""
+def members_together(run: Context, state: ESState, prompts: int, mine: int) -> int:
+    """How many members one batched decoding scores; 0: one at a time, set in the weights. Auto:
+    greedy, the HF rollout, and the stacked weights and eps within 1 GiB or half the free GPU."""
+    args, together = run.args, max(1, run.args.rollout_batch // prompts)
+    if run.generate is not rollout or args.es_batched == "off":
+        return 0
+    if args.es_batched == "on":
+        return together
+    if args.es_temperature > 0 or together == 1:
+        return 0
+    first = state.members[0]
+    stacked = min(together, mine) * sum(p.numel() * (p.element_size() + 4) for p in state.members)
+    free = torch.cuda.mem_get_info(first.device)[0] / 2 if first.device.type == "cuda" else 2**30
+    return together if stacked <= free else 0
+
+def population_forward(model, state: ESState, seeds: list[int], sigma: float, drawn: dict):
+    """A context inside which row block n of every batch runs with member n's weights
+    master + sigma * eps_n, as set_weights builds them (batched_layers: NotImplementedError for a
+    layer it cannot batch). Each eps is kept in drawn[seed, index] for es_update."""
     stacked = {}  # shared by tied layers
-    def members(i: int, param: torch.Tensor) -> torch.Tensor:  # (N, *shape) member weights of params[i]
+    def members(i: int, param: torch.Tensor) -> torch.Tensor:  # (N, *shape) of params[i]
         if i not in stacked:
             for seed in seeds:
                 drawn[seed, i] = noise(seed, i, param)
-            stacked[i] = torch.stack([(master[i].to(param.device) + sigma * drawn[seed, i]).to(param.dtype)
+            base = state.master[i].to(param.device)
+            stacked[i] = torch.stack([(base + sigma * drawn[seed, i]).to(param.dtype)
                                       for seed in seeds])
         return stacked[i]
-    return batched_layers(model, params, members, len(seeds))
+    return batched_layers(model, state.members, members, len(seeds))
 
 @contextlib.contextmanager
 def batched_layers(model, params: list[torch.Tensor], members: Callable, count: int):
-    """Inside, a batch of count * R rows runs row block n with member n's weights, members(i, params[i]):
-    (count, *shape). Linear, Embedding and norm (weight * f(x)) layers are patched; another layer with
-    weights raises NotImplementedError. On leaving, every layer has its class's forward again."""
+    """Inside, a batch of count * R rows runs row block n with member n's weights, members(i,
+    params[i]): (count, *shape). Linear, Embedding and norm (weight * f(x)) layers are patched;
+    another layer with weights raises NotImplementedError. On leaving, every layer has its class's
+    forward again."""
     index = {id(p): i for i, p in enumerate(params)}
     stacked = lambda param: members(index[id(param)], param)  # (N, *shape)
-    by_member = lambda x: x.reshape(count, -1, x.shape[-1])  # (N * R, ...) -> (N, R * ..., last)
-    def linear(layer):
-        weight, bias = stacked(layer.weight), None if layer.bias is None else stacked(layer.bias)
-        def forward(x):  # x: (N * R, L, in)
-            out = torch.bmm(by_member(x), weight.transpose(1, 2))  # (N, R * L, out)
-            return (out if bias is None else out + bias[:, None]).reshape(*x.shape[:-1], -1)
-        return forward
-    def embedding(layer):
-        weight = stacked(layer.weight)  # (N, V, d)
-        def forward(ids):  # ids: (N * R, L)
-            member = torch.arange(count, device=ids.device).repeat_interleave(ids.shape[0] // count)
-            return weight[member[:, None], ids]  # (N * R, L, d)
-        return forward
-    def norm(layer):
-        weight, unit = stacked(layer.weight), copy.deepcopy(layer)
-        unit.weight.data.fill_(1.0)  # unit(x) = f(x)
-        probe = torch.randn(2, layer.weight.shape[0], device=layer.weight.device, dtype=layer.weight.dtype)
-        if not torch.equal(layer(probe), layer.weight * unit(probe)):  # e.g. Gemma's (1 + weight) * f(x)
-            raise NotImplementedError(f"{type(layer).__name__} is not weight * f(x)")
-        def forward(x):  # x: (N * R, L, d)
-            return (weight[:, None] * by_member(unit(x))).reshape(x.shape)
-        return forward
     patched = []
     try:
         for layer in model.modules():
@@ -1021,11 +1116,11 @@ def batched_layers(model, params: list[torch.Tensor], members: Callable, count: 
             if not own:
                 continue
             if isinstance(layer, torch.nn.Linear):
-                layer.forward = linear(layer)
+                layer.forward = batched_linear(layer, stacked, count)
             elif isinstance(layer, torch.nn.Embedding):
-                layer.forward = embedding(layer)
+                layer.forward = batched_embedding(stacked(layer.weight), count)
             elif own.keys() == {"weight"} and own["weight"].dim() == 1:
-                layer.forward = norm(layer)
+                layer.forward = batched_norm(layer, stacked(layer.weight), count)
             else:
                 raise NotImplementedError(f"no batched form for {type(layer).__name__}")
             patched.append(layer)
@@ -1034,117 +1129,203 @@ def batched_layers(model, params: list[torch.Tensor], members: Callable, count: 
         for layer in patched:
             del layer.forward  # back to the class's forward
 
+def by_member(x: torch.Tensor, count: int) -> torch.Tensor:  # (N * R, ..., d) -> (N, R * ..., d)
+    return x.reshape(count, -1, x.shape[-1])
+
+def batched_linear(layer, stacked: Callable, count: int):
+    weight, bias = stacked(layer.weight), None if layer.bias is None else stacked(layer.bias)
+    def forward(x):  # x: (N * R, L, in)
+        out = torch.bmm(by_member(x, count), weight.transpose(1, 2))  # (N, R * L, out)
+        return (out if bias is None else out + bias[:, None]).reshape(*x.shape[:-1], -1)
+    return forward
+
+def batched_embedding(weight: torch.Tensor, count: int):  # weight: (N, V, d)
+    def forward(ids):  # ids: (N * R, L)
+        member = torch.arange(count, device=ids.device).repeat_interleave(ids.shape[0] // count)
+        return weight[member[:, None], ids]  # (N * R, L, d)
+    return forward
+
+def batched_norm(layer, weight: torch.Tensor, count: int):  # weight: (N, d)
+    unit = copy.deepcopy(layer)
+    unit.weight.data.fill_(1.0)  # unit(x) = f(x)
+    probe = torch.randn(2, layer.weight.shape[0], device=layer.weight.device,
+                        dtype=layer.weight.dtype)
+    if not torch.equal(layer(probe), layer.weight * unit(probe)):  # Gemma's (1 + weight) * f(x)
+        raise NotImplementedError(f"{type(layer).__name__} is not weight * f(x)")
+    def forward(x):  # x: (N * R, L, d)
+        return (weight[:, None] * by_member(unit(x), count)).reshape(x.shape)
+    return forward
+
 # ----------------------------------------------------------------------------- schedule
 
-def stages_of(algo: str, steps: int) -> list[tuple[str, int]]:  # claim 3: the update budget split evenly
+def stages_of(algo: str, steps: int) -> list[tuple[str, int]]:  # claim 3: the budget split evenly
     names = algo.split("-")
     return [(name, steps // len(names) + (i < steps % len(names))) for i, name in enumerate(names)]
 
+class OneProcess:
+    """run()'s `ranks` hook: how the steps split work over processes; here one, each method a
+    no-op. scale/distributed.py fills them in for torchrun: process groups, parallel GRPO
+    trainers, weight checks, sharded state."""
+    rank, world_size, is_main, config = 0, 1, True, {}  # config: launcher settings, for --resume
+
+    def start(self, device: str) -> str: return device  # join the others; this process's device
+    def stop(self): pass
+    def barrier(self): pass
+    def log(self, text: str): log(text)  # said once, not once per process
+    def share(self, items) -> list: return list(items)[self.rank::self.world_size]  # dealt in turn
+    def block(self, count: int) -> range:  # this process's contiguous share of count items
+        return range(count * self.rank // self.world_size,
+                     count * (self.rank + 1) // self.world_size)
+    def sum(self, values): return values  # a tensor, number or dict of them, summed over processes
+    def gather(self, item) -> list: return [item]  # every process's item, in rank order
+    def grpo_trainer(self, model, reference): return model  # what GRPO backpropagates through
+    def accumulating(self, trainer, last: bool): return contextlib.nullcontext()  # a backward
+    def after_optimizer_step(self, model, trainer): pass  # a sharded trainer's weights into model
+    def after_update(self, params: list, stage: str, update: int, last: bool): pass  # all agree?
+    def grpo_state(self, trainer, optimizer, reference) -> dict:  # what a checkpoint keeps of GRPO
+        return {"optimizer": optimizer.state_dict(),
+                "reference": reference and reference.state_dict()}
+    def load_grpo_state(self, trainer, optimizer, reference, state: dict):
+        if any(isinstance(key, str) for key in state["optimizer"]["state"]):
+            raise BadInput("--resume: GRPO state keyed by name: resume it with -m scale.train")
+        optimizer.load_state_dict(state["optimizer"])
+        if reference is not None:
+            reference.load_state_dict(state["reference"])
+
+ONE_PROCESS = OneProcess()
+
 @dataclass
-class Context:  # what every stage of a run shares
+class Context:
+    """What a run's steps and evaluations share: its settings, its model, and run()'s hooks."""
     args: Args
     model: torch.nn.Module
     tokenizer: object
-    train: list[dict]
-    generate: Callable = rollout
+    generate: Callable = rollout  # rollout, or a function with its signature (scale/: vLLM)
     ranks: OneProcess = ONE_PROCESS
-    evaluation: list[dict] = field(default_factory=list)  # problems of the trajectory points
+    es_weights: Callable | None = None  # model -> where ES sets members (scale/: an engine's)
+    train: list[dict] = field(default_factory=list)
+    evaluation: list[dict] = field(default_factory=list)  # evaluated after each stage
+
+@dataclass
+class Learner:  # one algorithm, as train_stage drives it
+    prompts: int  # problems per update
+    step: Callable  # (problems, seed) -> the update's statistics
+    state: Callable  # () -> what a checkpoint keeps of the stage
+    checked: list  # tensors that must stay finite and agree across processes
+
+def es_learner(run: Context, resume: dict | None) -> Learner:
+    """ES keeps its fp32 master weights between updates. An engine's members (es_weights) leave the
+    model in host memory until the stage ends; the master is then what moves."""
+    params = list(run.model.parameters())
+    members = run.es_weights(run.model) if run.es_weights else params
+    state = ESState(members, resume["master"] if resume else master_weights(params))
+    def checkpoint():  # the model takes the master's values before it is saved
+        set_weights(params, state.master)
+        return {"master": state.master}
+    return Learner(run.args.es_prompts, lambda problems, seed: es_step(run, state, problems, seed),
+                   checkpoint, params if members is params else state.master)
+
+def grpo_learner(run: Context, resume: dict | None) -> Learner:
+    """GRPO keeps AdamW's state and the frozen starting model of the KL term between steps."""
+    args, ranks = run.args, run.ranks
+    reference = copy.deepcopy(run.model).eval().requires_grad_(False) if args.grpo_beta else None
+    trainer = ranks.grpo_trainer(run.model, reference)
+    optimizer = torch.optim.AdamW(trainer.parameters(), lr=args.grpo_lr, weight_decay=0.0)
+    if resume:
+        ranks.load_grpo_state(trainer, optimizer, reference, resume)
+    state = GRPOState(optimizer, reference, trainer)
+    return Learner(args.grpo_prompts, lambda problems, seed: grpo_step(run, state, problems, seed),
+                   lambda: ranks.grpo_state(trainer, optimizer, reference),
+                   list(run.model.parameters()))
 
 def train_stage(run: Context, name: str, updates: int, offset: int, metrics, resume: dict | None,
                 save) -> dict:
-    """Run one stage (es or grpo) for `updates` updates, from `resume` (its checkpoint) if given; append a
-    metrics line per update and call save(state) every args.save_every updates and at the end."""
-    args, model, ranks, params = run.args, run.model, run.ranks, list(run.model.parameters())
-    checked, home = params, params[0].device  # what must stay finite and agree across ranks; model place
-    if name == "es":  # what ES keeps between updates: the fp32 master weights (departure 4)
-        master = resume["master"] if resume else master_weights(params)
-        # the weights members are built in: the model's own, or an engine's (scale/vllm_rollout.py; the model
-        # then waits in host memory until the stage ends, and the master is what moves)
-        members = run.generate.es_weights(model) if hasattr(run.generate, "es_weights") else params
-        checked = params if members is params else master
-        prompts = args.es_prompts
-        def state():  # the model takes the master's values before it is saved (an engine's members skip it)
-            set_weights(params, master)
-            return {"master": master}
-        def step(problems, seed):
-            return es_step(model, members, master, run.tokenizer, problems, args, seed, run.generate, ranks)
-    else:  # GRPO's: AdamW's state and the frozen starting model of the KL term
-        reference = copy.deepcopy(model).eval().requires_grad_(False) if args.grpo_beta else None
-        trainer = ranks.grpo_trainer(model, reference)
-        optimizer = torch.optim.AdamW(trainer.parameters(), lr=args.grpo_lr, weight_decay=0.0)
-        if resume:
-            ranks.load_grpo_state(trainer, optimizer, reference, resume)
-        prompts, state = args.grpo_prompts, lambda: ranks.grpo_state(trainer, optimizer, reference)
-        def step(problems, seed):
-            return grpo_step(model, reference, optimizer, run.tokenizer, problems, args, seed, run.generate,
-                             trainer, ranks)
+    """Run one stage (es or grpo) for `updates` updates, from `resume` (its checkpoint) if given;
+    append a metrics line per update and call save(state) every args.save_every updates and at the
+    end. Returns the stage's cost: sequences, tokens, seconds."""
+    args, home = run.args, next(run.model.parameters()).device
+    learner = (es_learner if name == "es" else grpo_learner)(run, resume)
     rng = random.Random(f"{args.seed}-{name}-{offset}")
     totals, first = {"sequences": 0, "tokens": 0, "seconds": 0.0}, 0
     if resume:
         rng.setstate(resume["rng"])
         totals, first = resume["totals"], resume["update"]
     for update in tqdm(range(first, updates), desc=name, initial=first, total=updates, leave=False,
-                       disable=not ranks.is_main):
+                       disable=not run.ranks.is_main):
         tick, number = time.time(), offset + update + 1
-        stats = step(rng.sample(run.train, min(prompts, len(run.train))), args.seed * 1_000_003 + number - 1)
-        if not (math.isfinite(stats.get("loss", 0.0)) and all(torch.isfinite(p).all() for p in checked)):
-            raise SystemExit(f"update {number} ({name}): non-finite loss or weights; stopped, the last good "
-                             f"checkpoint is kept in {args.out}")
-        ranks.after_update(checked, stage=name, update=number, last=update + 1 == updates)
+        problems = rng.sample(run.train, min(learner.prompts, len(run.train)))
+        stats = learner.step(problems, args.seed * 1_000_003 + number - 1)
+        if not (math.isfinite(stats.get("loss", 0.0))
+                and all(torch.isfinite(p).all() for p in learner.checked)):
+            raise SystemExit(f"update {number} ({name}): non-finite loss or weights; stopped, the "
+                             f"last good checkpoint is kept in {args.out}")
+        run.ranks.after_update(learner.checked, stage=name, update=number,
+                               last=update + 1 == updates)
         seconds = time.time() - tick
         totals = {"sequences": totals["sequences"] + stats["sequences"],
-                  "tokens": totals["tokens"] + stats["tokens"], "seconds": totals["seconds"] + seconds}
+                  "tokens": totals["tokens"] + stats["tokens"],
+                  "seconds": totals["seconds"] + seconds}
         line = {"update": number, "stage": name, **stats, "seconds": round(seconds, 3),
-                "seq_per_s": round(stats["sequences"] / seconds, 1), "sequences": totals["sequences"],
-                "tokens": totals["tokens"]}
-        if args.eval_every and number % args.eval_every == 0:  # a trajectory point (eval.py plots the path)
-            line["eval"] = evaluate(model, run.tokenizer, run.evaluation, dataclasses.replace(
-                args, eval_samples=args.trajectory_samples), args.seed, (*PASS_KS, args.trajectory_samples),
-                (), generate=run.generate, ranks=ranks)
-        metrics.write(strict_json(line) + "\n")
-        metrics.flush()
-        extra = f"disagree {stats['disagreement']:.3f}" if name == "es" else f"kl {stats['kl']:.4f}"
-        ranks.log(f"{name} {update + 1}/{updates} reward {stats['reward']:.3f} ent {stats['entropy']:.3f} "
-                  f"{extra} {seconds:.2f}s {line['seq_per_s']:.0f} seq/s")
+                "seq_per_s": round(stats["sequences"] / seconds, 1),
+                "sequences": totals["sequences"], "tokens": totals["tokens"]}
+        record(run, metrics, line, f"{update + 1}/{updates}")
         if update + 1 == updates or (args.save_every and (update + 1) % args.save_every == 0):
-            save({"update": update + 1, "totals": totals, "rng": rng.getstate(), **state()})
-    model.to(home)
+            save({"update": update + 1, "totals": totals, "rng": rng.getstate(), **learner.state()})
+    run.model.to(home)
     return totals
 
+def record(run: Context, metrics, line: dict, progress: str):
+    """An update's metrics line (with a trajectory point every eval_every updates: eval.py plots the
+    path) and its progress line."""
+    args, name = run.args, line["stage"]
+    if args.eval_every and line["update"] % args.eval_every == 0:
+        point = dataclasses.replace(run, args=dataclasses.replace(
+            args, eval_samples=args.trajectory_samples))
+        line["eval"] = evaluate(point, run.evaluation, (*PASS_KS, args.trajectory_samples), ())
+    metrics.write(strict_json(line) + "\n")
+    metrics.flush()
+    extra = f"disagree {line['disagreement']:.3f}" if name == "es" else f"kl {line['kl']:.4f}"
+    run.ranks.log(f"{name} {progress} reward {line['reward']:.3f} ent {line['entropy']:.3f} "
+                  f"{extra} {line['seconds']:.2f}s {line['seq_per_s']:.0f} seq/s")
+
 def evaluation_sets(args: Args, tokenizer):
-    """(train, eval, held-out families): never overlapping; the built-in eval set is fixed across seeds."""
+    """(train, eval, held-out families): never overlapping; the built-in eval set is fixed across
+    seeds."""
     if args.data:
         train = load_problems(args.data, args.task)
         if args.eval_data:
             evaluation = load_problems(args.eval_data, args.task)
         else:  # hold out the file's last problems
             if len(train) < 2:
-                raise BadInput(f"{args.data}: needs 2 problems to hold some out (or give --eval-data)")
+                raise BadInput(f"{args.data}: needs 2 problems to hold some out (or --eval-data)")
             cut = max(1, min(args.eval_problems, len(train) // 5))
             train, evaluation = train[:-cut], train[-cut:]
     else:
         evaluation = evaluation_pool("countdown", args.eval_split)
         train = generate_problems("countdown", 5000, seed=args.seed, exclude=never_trained_on())
     trained = train[0]["task"]
-    heldout = {task: evaluation_pool(task, args.eval_split)[:args.heldout_problems] for task in FAMILIES
+    heldout = {task: evaluation_pool(task, args.eval_split)[:args.heldout_problems]
+               for task in FAMILIES
                if task != trained and (tokenizer.chat_template is not None or trained != "math")}
     return train, evaluation[:args.eval_problems], heldout
 
-def measure(run: Context, name: str, evaluation, heldout, cost: dict) -> dict:
-    """A stage's row of results: Pass@K and the rest on the evaluation set and on each held-out family."""
-    def on(problems):
-        return evaluate(run.model, run.tokenizer, problems, run.args, seed=run.args.seed,
-                        generate=run.generate, ranks=run.ranks)
-    result = on(evaluation) | {f"heldout_{task}": on(problems) for task, problems in heldout.items()}
+def measure(run: Context, name: str, heldout: dict, cost: dict) -> dict:
+    """A stage's row of results: Pass@K and the rest on the evaluation set and on each held-out
+    family."""
+    result = evaluate(run, run.evaluation) | {f"heldout_{task}": evaluate(run, problems)
+                                              for task, problems in heldout.items()}
     k = max(k for k in PASS_KS if k <= run.args.eval_samples)
-    result[f"heldout_pass@{k}"] = (float(np.mean([result[f"heldout_{t}"][f"pass@{k}"] for t in heldout]))
-                                   if heldout else None)
+    scores = [result[f"heldout_{task}"][f"pass@{k}"] for task in heldout]
+    result[f"heldout_pass@{k}"] = float(np.mean(scores)) if heldout else None
     return {"name": name, **result, **cost}
 
-def strict_json(value, **options) -> str:  # a value that is not a number (vLLM's entropy: NaN) becomes null
+def strict_json(value, **options) -> str:  # not a number (vLLM's entropy: NaN): null
     def clean(v):
-        return ({k: clean(x) for k, x in v.items()} if isinstance(v, dict) else [clean(x) for x in v]
-                if isinstance(v, list) else None if isinstance(v, float) and not math.isfinite(v) else v)
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [clean(x) for x in v]
+        return None if isinstance(v, float) and not math.isfinite(v) else v
     return json.dumps(clean(value), allow_nan=False, **options)
 
 def markdown_table(rows: dict[str, dict], columns: list[str], label: str = "model") -> str:
@@ -1155,10 +1336,11 @@ def markdown_table(rows: dict[str, dict], columns: list[str], label: str = "mode
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
-# --- machinery: run folders. Every --save-every updates and after each stage, RUN/checkpoint.pt (weights,
-# the stage's state, RNG states, evaluations so far) is replaced atomically; --resume continues from it to the
-# result of an uninterrupted run. A folder is made whole before it appears, and a lock held for the run's
-# life refuses a second run of it; nothing is written before every input has been read and checked.
+# --- machinery: run folders. Every --save-every updates and after each stage, RUN/checkpoint.pt
+# (weights, the stage's state, RNG states, evaluations so far) is replaced atomically; --resume
+# continues from it to the result of an uninterrupted run. A folder is made whole before it
+# appears, and a lock held for the run's life refuses a second run of it; nothing is written before
+# every input has been read and checked.
 
 def atomic_write(path: Path, write):
     """write(temporary path), then rename: a crash never leaves half a file."""
@@ -1178,8 +1360,9 @@ def hold(folder: Path):
     return lock
 
 def open_run_folder(args: Args, ranks) -> tuple[Args, dict | None, object]:
-    """(args, checkpoint, lock): with --resume, the saved config and last checkpoint of an interrupted run,
-    its lock held; else args as given, once --out is known to be free (or --overwrite given)."""
+    """(args, checkpoint, lock): with --resume, the saved config and last checkpoint of an
+    interrupted run, its lock held; else args as given, once --out is known to be free (or
+    --overwrite given)."""
     if not args.resume:
         out = Path(args.out)
         if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.overwrite:
@@ -1193,13 +1376,15 @@ def open_run_folder(args: Args, ranks) -> tuple[Args, dict | None, object]:
         path = folder / "checkpoint.pt"
         checkpoint = torch.load(path, weights_only=False) if path.exists() else None
     except (OSError, ValueError, RuntimeError) as err:
-        raise BadInput(f"--resume {folder}: not a resumable run folder ({err.__class__.__name__})") from None
-    known = {f.name: saved[f.name] for f in dataclasses.fields(args) if f.name in saved}  # not "scale"
+        raise BadInput(f"--resume {folder}: not a resumable run folder "
+                       f"({err.__class__.__name__})") from None
+    known = {f.name: saved[f.name] for f in dataclasses.fields(args) if f.name in saved}
     return type(args)(**{**known, "resume": str(folder), "out": str(folder)}), checkpoint, lock
 
 def create_run_folder(args: Args, ranks):
-    """--out, holding config.json (the launcher's settings too, for --resume), made whole in a staging
-    folder and renamed into place (a rename fails if another run made it first); returns its lock."""
+    """--out, holding config.json (the launcher's settings too, for --resume), made whole in a
+    staging folder and renamed into place (a rename fails if another run made it first); returns
+    its lock."""
     out, lock = Path(args.out), None
     ranks.barrier()  # every process has looked before the main one writes
     if ranks.is_main:
@@ -1221,78 +1406,94 @@ def create_run_folder(args: Args, ranks):
     ranks.barrier()
     return lock
 
-def save_checkpoint(out: Path, model, stage: int, stage_state: dict | None, stages: list, ranks):
-    if ranks.is_main:  # every process holds the same weights: one writes them
-        rng = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-        state = {"model": model.state_dict(), "stage": stage, "stage_state": stage_state, "stages": stages,
-                 "rng": rng}
-        atomic_write(out / "checkpoint.pt", lambda tmp: torch.save(state, tmp))
+def save_checkpoint(run: Context, stage: int, stage_state: dict | None, stages: list):
+    if run.ranks.is_main:  # every process holds the same weights: one writes them
+        rng = {"python": random.getstate(), "numpy": np.random.get_state(),
+               "torch": torch.get_rng_state()}
+        state = {"model": run.model.state_dict(), "stage": stage, "stage_state": stage_state,
+                 "stages": stages, "rng": rng}
+        atomic_write(Path(run.args.out) / "checkpoint.pt", lambda tmp: torch.save(state, tmp))
 
-def resume_metrics(out: Path, schedule: list, checkpoint: dict | None, ranks):
-    """Drop metrics.jsonl's lines after the checkpoint's update: the resumed run writes them again."""
-    done = 0
+def resume_metrics(run: Context, schedule: list, checkpoint: dict | None):
+    """Drop metrics.jsonl's lines after the checkpoint's update: the resumed run writes them."""
+    done, path = 0, Path(run.args.out) / "metrics.jsonl"
     if checkpoint:
         in_stage = (checkpoint["stage_state"] or {}).get("update", 0)
         done = sum(updates for _, updates in schedule[:checkpoint["stage"]]) + in_stage
-    if ranks.is_main:
-        lines = (out / "metrics.jsonl").read_text().splitlines() if (out / "metrics.jsonl").exists() else []
-        kept = [line for line in lines if line.strip() and json.loads(line)["update"] <= done]
-        atomic_write(out / "metrics.jsonl", lambda tmp: tmp.write_text("".join(line + "\n" for line in kept)))
-    ranks.log(f"resuming {out} after update {done}")
+    if run.ranks.is_main:
+        lines = path.read_text().splitlines() if path.exists() else []
+        kept = "".join(line + "\n" for line in lines
+                       if line.strip() and json.loads(line)["update"] <= done)
+        atomic_write(path, lambda tmp: tmp.write_text(kept))
+    run.ranks.log(f"resuming {run.args.out} after update {done}")
 
-def run(args: Args, generate=rollout, ranks: OneProcess = ONE_PROCESS) -> dict:
-    """Evaluate the base model, train each stage of the schedule, evaluate and save after each. generate:
-    rollout or any function with its signature (scale/: vLLM); ranks: the split over processes (scale/)."""
-    locks = []  # the run folder's, released however the run ends: an interrupted notebook can --resume
+# ----------------------------------------------------------------------------- run
+
+def run(args: Args, generate=rollout, ranks: OneProcess = ONE_PROCESS, es_weights=None) -> dict:
+    """Evaluate the base model, train each stage of the schedule, evaluate and save after each. The
+    hooks (scale/ fills them): generate, rollout or any function with its signature (vLLM); ranks,
+    the split over processes; es_weights, where ES sets its members (an engine's weights)."""
+    locks = []  # the run folder's, released however the run ends: a notebook can --resume it
     try:
-        return run_stages(args, generate, ranks, locks)
+        context, checkpoint, heldout = prepare(args, dict(generate=generate, ranks=ranks,
+                                                          es_weights=es_weights), locks)
+        return train_schedule(context, checkpoint, heldout)
     finally:
         for lock in filter(None, locks):
             lock.close()
 
-def run_stages(args: Args, generate, ranks: OneProcess, locks: list) -> dict:
+def prepare(args: Args, hooks: dict, locks: list) -> tuple[Context, dict | None, dict]:
+    """(context, checkpoint, held-out sets): every input read and checked, then the run folder made
+    (or reopened, with --resume) and its lock added to locks."""
+    ranks = hooks["ranks"]
     device = ranks.start("cuda" if args.device == "auto" and torch.cuda.is_available() else
                          "cpu" if args.device == "auto" else args.device)
-    args, checkpoint, lock = open_run_folder(args, ranks)  # every input read and checked before any write
+    args, checkpoint, lock = open_run_folder(args, ranks)
     locks.append(lock)
-    out = Path(args.out)
     random.seed(args.seed)
     torch.manual_seed(args.seed)
-    model, tokenizer = load_model(args.model, device, args.dtype)  # from_pretrained leaves it in eval mode
+    model, tokenizer = load_model(args.model, device, args.dtype)  # in eval mode
     train, evaluation, heldout = evaluation_sets(args, tokenizer)
     if not args.resume:
         locks.append(create_run_folder(args, ranks))
-    context = Context(args, model, tokenizer, train, generate, ranks, evaluation)
-    ranks.log(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, {len(train)} training / "
-              f"{len(evaluation)} eval problems, held out: {', '.join(heldout) or 'none'}; algo {args.algo}, "
-              f"{args.steps} updates")
+    ranks.log(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, "
+              f"{len(train)} training / {len(evaluation)} eval problems, held out: "
+              f"{', '.join(heldout) or 'none'}; algo {args.algo}, {args.steps} updates")
+    context = Context(args, model, tokenizer, **hooks, train=train, evaluation=evaluation)
+    return context, checkpoint, heldout
+
+def train_schedule(run: Context, checkpoint: dict | None, heldout: dict) -> dict:
+    """The schedule's stages in turn, from the checkpoint if resuming; the run's summary."""
+    args, ranks, out = run.args, run.ranks, Path(run.args.out)
     schedule = stages_of(args.algo, args.steps)
     if args.resume:
-        resume_metrics(out, schedule, checkpoint, ranks)
+        resume_metrics(run, schedule, checkpoint)
     if checkpoint:
-        model.load_state_dict(checkpoint["model"])
-        stages = checkpoint["stages"]
-    else:
-        stages = [measure(context, "base", evaluation, heldout, dict(sequences=0, tokens=0, seconds=0.0))]
+        run.model.load_state_dict(checkpoint["model"])
+    stages = checkpoint["stages"] if checkpoint else [
+        measure(run, "base", heldout, dict(sequences=0, tokens=0, seconds=0.0))]
     with open(out / "metrics.jsonl" if ranks.is_main else os.devnull, "a") as metrics:
         for index, (name, updates) in enumerate(schedule):
             if checkpoint and index < checkpoint["stage"]:
                 continue
-            resume = checkpoint["stage_state"] if checkpoint and index == checkpoint["stage"] else None
-            offset = sum(u for _, u in schedule[:index])
+            here = checkpoint and index == checkpoint["stage"]  # the interrupted stage
+            resume = checkpoint["stage_state"] if here else None
             def save(state, index=index):  # a checkpoint during stage index
-                save_checkpoint(out, model, index, state, stages, ranks)
-            cost = train_stage(context, name, updates, offset, metrics, resume, save)
-            gc.collect()  # free what the stage built now: a wrapped trainer can sit in reference cycles
+                save_checkpoint(run, index, state, stages)
+            offset = sum(u for _, u in schedule[:index])
+            cost = train_stage(run, name, updates, offset, metrics, resume, save)
+            gc.collect()  # free what the stage built now: a wrapped trainer can sit in cycles
             if ranks.is_main:
-                model.save_pretrained(out / f"stage{index + 1}-{name}")
-                tokenizer.save_pretrained(out / f"stage{index + 1}-{name}")
-            stages.append(measure(context, name, evaluation, heldout, cost))
-            save_checkpoint(out, model, index + 1, None, stages, ranks)
+                run.model.save_pretrained(out / f"stage{index + 1}-{name}")
+                run.tokenizer.save_pretrained(out / f"stage{index + 1}-{name}")
+            stages.append(measure(run, name, heldout, cost))
+            save_checkpoint(run, index + 1, None, stages)
             ranks.log(f"{name}: pass@1 {stages[-1]['pass@1']:.3f}, {cost['seconds']:.0f}s")
-    summary = {"algo": args.algo, "seed": args.seed, "world_size": ranks.world_size, "stages": stages}
+    summary = {"algo": args.algo, "seed": args.seed, "world_size": ranks.world_size,
+               "stages": stages}
     if ranks.is_main:
-        atomic_write(out / "summary.json", lambda tmp: tmp.write_text(strict_json(summary, indent=2)))
+        text = strict_json(summary, indent=2)
+        atomic_write(out / "summary.json", lambda tmp: tmp.write_text(text))
     ranks.log(markdown_table({row["name"]: row for row in stages}, TABLE_COLUMNS, "stage"))
     ranks.stop()
     return summary

@@ -34,10 +34,11 @@ import numpy as np
 import torch
 
 import es_grpo
-from es_grpo import Args, evaluate, evaluation_sets, load_model, log, markdown_table, rollout, score
+from es_grpo import Args, Context, Sampling, evaluate, evaluation_sets, load_model, log, markdown_table, rollout, score
 
 EVAL_FLAGS = ("data", "eval_data", "task", "eval_split", "eval_problems", "heldout_problems", "eval_samples",
               "eval_temperature", "eval_top_p", "max_new_tokens", "rollout_batch", "device", "dtype", "seed")
+ZEROED = (0.5, 0.7, 0.78, 0.9, 0.95)  # eval.py sparsity: fractions of the update zeroed, by default
 MODULE_KINDS = (("embeddings", ("embed",)), ("lm_head", ("lm_head",)), ("norms", ("norm",)),
                 ("attention", ("attn", "attention")), ("mlp", ("mlp", "feed_forward")))
 
@@ -139,7 +140,7 @@ def load(name: str, args: Args):
 
 def greedy_accuracy(model, tokenizer, problems: list[dict], args: Args) -> float:
     roll = rollout(model, tokenizer, [es_grpo.prompt_text(p, tokenizer) for p in problems],
-                   max_new_tokens=args.max_new_tokens, batch_size=args.rollout_batch)
+                   Sampling(max_new_tokens=args.max_new_tokens, batch_size=args.rollout_batch))
     return float((score(problems, roll.texts) == 1.0).float().mean())
 
 
@@ -147,12 +148,11 @@ def evaluate_model(model, tokenizer, args: Args) -> dict:
     """Pass@K and Maj@K for every K of the curve, greedy accuracy, entropy and length, on the evaluation
     problems and on each held-out task family."""
     _, evaluation, heldout = evaluation_sets(args, tokenizer)
-    ks = curve_ks(args.eval_samples)
-    result = {"problems": len(evaluation),
-              **evaluate(model, tokenizer, evaluation, args, args.seed, ks, ks, progress=True),
+    ks, run = curve_ks(args.eval_samples), Context(args, model, tokenizer)
+    result = {"problems": len(evaluation), **evaluate(run, evaluation, ks, ks, progress=True),
               "greedy": greedy_accuracy(model, tokenizer, evaluation, args)}
     for task, problems in heldout.items():
-        result[f"heldout_{task}"] = {**evaluate(model, tokenizer, problems, args, args.seed, ks, ks, progress=True),
+        result[f"heldout_{task}"] = {**evaluate(run, problems, ks, ks, progress=True),
                                      "greedy": greedy_accuracy(model, tokenizer, problems, args)}
     return result
 
@@ -264,9 +264,14 @@ def cmd_drift(argv):
     parser.add_argument("base", help="the model before training")
     parser.add_argument("trained", nargs="+", help="trained models (e.g. an ES and a GRPO checkpoint)")
     namespace = parser.parse_args(argv)
-    args = eval_args(namespace)
-    base = named_weights(load(namespace.base, args)[0])
-    results = {name: drift(base, named_weights(load(name, args)[0])) for name in namespace.trained}
+    return drift_analysis(namespace.base, namespace.trained, eval_args(namespace), Path(namespace.out))
+
+
+def drift_analysis(base_name: str, trained: list[str], args: Args, out: Path) -> dict:
+    """Each trained model's relative L2 drift from the base, per module kind; with two models, the ratio of
+    the first's total drift to the second's. Written to OUT/drift.{json,md,png}."""
+    base = named_weights(load(base_name, args)[0])
+    results = {name: drift(base, named_weights(load(name, args)[0])) for name in trained}
     kinds = ["total"] + [kind for kind, _ in MODULE_KINDS] + ["other"]
     kinds = [k for k in kinds if any(k in r for r in results.values())]
     names = list(results)
@@ -279,8 +284,8 @@ def cmd_drift(argv):
         axes.set(yscale="log", ylabel="relative L2 drift", title="drift from the base model")
 
     table = markdown_table(results, kinds) + "".join(f"\n\ndrift ratio {k}: {v:.2f}" for k, v in ratio.items())
-    data = {"base": namespace.base, "drift": results, "ratio": ratio}
-    save_outputs(Path(namespace.out), "drift", data, table, plot)
+    data = {"base": base_name, "drift": results, "ratio": ratio}
+    save_outputs(out, "drift", data, table, plot)
     return data
 
 
@@ -288,20 +293,34 @@ def cmd_sparsity(argv):
     parser = parser_for("sparsity")
     parser.add_argument("base", help="the model before training")
     parser.add_argument("trained", help="the trained model whose update is sparsified")
-    parser.add_argument("--zeroed", default="0.5,0.7,0.78,0.9,0.95",
+    parser.add_argument("--zeroed", default=",".join(map(str, ZEROED)),
                         help="comma-separated fractions of the update's coordinates to zero, smallest |delta| "
                              "first (the paper: about 0.78 keeps Pass@1)")
     parser.add_argument("--taus", default="", help="comma-separated thresholds tau instead (zero |delta| <= tau)")
     parser.add_argument("--null", default="", help="a null ES run's model (es_grpo.py --es-null): its update, "
                         "sparsified the same way, is the second control")
     namespace = parser.parse_args(argv)
-    args = eval_args(namespace)
     try:
         values = [float(t) for t in (namespace.taus or namespace.zeroed).split(",")]
     except ValueError:
         parser.error(f"--taus / --zeroed: not a list of numbers: {namespace.taus or namespace.zeroed!r}")
-    model, tokenizer = load(namespace.trained, args)
-    base, trained = named_weights(load(namespace.base, args)[0]), named_weights(model)
+    masks = SparsityMasks(values, by_tau=bool(namespace.taus), null=namespace.null)
+    return sparsity_analysis(namespace.base, namespace.trained, masks, eval_args(namespace), Path(namespace.out))
+
+
+@dataclasses.dataclass
+class SparsityMasks:  # which sparsified updates sparsity_analysis measures
+    values: list[float]  # fractions of the update's coordinates zeroed, smallest |delta| first; or taus
+    by_tau: bool = False  # values are thresholds: zero |delta| <= tau
+    null: str = ""  # a null ES run's model, its update sparsified the same way: the second control
+
+
+def sparsity_analysis(base_name: str, trained_name: str, masks: SparsityMasks, args: Args, out: Path) -> dict:
+    """Pass@1 and Pass@k of the trained model with its update sparsified (largest kept), against a random mask
+    of the same sparsity and, given masks.null, the null update sparsified alike; also the whole update's and
+    the base's. Written to OUT/sparsity.{json,md,png}."""
+    model, tokenizer = load(trained_name, args)
+    base, trained = named_weights(load(base_name, args)[0]), named_weights(model)
     _, evaluation, _ = evaluation_sets(args, tokenizer)
     k = max(k for k in es_grpo.PASS_KS if k <= args.eval_samples)
 
@@ -309,50 +328,54 @@ def cmd_sparsity(argv):
         with torch.no_grad():
             for name, param in model.named_parameters():
                 param.copy_(weights[name])
-        return evaluate(model, tokenizer, evaluation, args, args.seed, (1, k), ())
+        return evaluate(Context(args, model, tokenizer), evaluation, (1, k), ())
 
-    null = named_weights(load(namespace.null, args)[0]) if namespace.null else None
+    null = named_weights(load(masks.null, args)[0]) if masks.null else None
     full = measure_weights(trained)
     full["base"] = measure_weights(base)  # every update zeroed, against which the gain is measured
     if null is not None:
         full["null"] = measure_weights(null)
-    gain = full["pass@1"] - full["base"]["pass@1"]
-    rows = {}
-    for value in values:
-        tau = value if namespace.taus else zeroing_threshold(base, trained, value)
-        weights, sparsity = sparsify(base, trained, tau)
-        name = f"tau={value:g}" if namespace.taus else f"zeroed={100 * value:g}%"
-        control, random_sparsity = sparsify(base, trained, tau, keep_at_random=1 - sparsity, seed=args.seed)
-        variants = [(name, "largest kept", weights, sparsity),
-                    (f"random, {name}", "random mask", control, random_sparsity)]
-        if null is not None:  # the null update, its own smallest coordinates zeroed to the same sparsity
-            null_tau = tau if namespace.taus else zeroing_threshold(base, null, value)
-            variants.append((f"null, {name}", "null ES run", *sparsify(base, null, null_tau)))
-        for label, kind, kept, zeroed in variants:
-            result = measure_weights(kept)
-            rows[label] = {"mask": kind, "tau": tau, "sparsity": zeroed, "pass@1": result["pass@1"],
-                           f"pass@{k}": result[f"pass@{k}"],
-                           "pass@1_kept": result["pass@1"] / full["pass@1"] if full["pass@1"] else float("nan"),
-                           "gain_kept": ((result["pass@1"] - full["base"]["pass@1"]) / gain if gain > 0
-                                         else float("nan")),
-                           "correct": result["correct"]}
-
-    def plot(axes):
-        for kind, marker in (("largest kept", "o"), ("random mask", "x"), ("null ES run", "s")):
-            chosen = [r for r in rows.values() if r["mask"] == kind]
-            if chosen:
-                axes.plot([100 * r["sparsity"] for r in chosen], [r["pass@1"] for r in chosen], marker=marker,
-                          label=f"Pass@1, {kind}")
-        axes.axhline(full["pass@1"], ls=":", color="C0", label="Pass@1, whole update")
-        axes.axhline(full["base"]["pass@1"], ls="--", color="k", label="Pass@1, base")
-        axes.set(xlabel="update coordinates zeroed (%)", ylabel="Pass@1", title="sparsified ES update")
-        axes.legend(fontsize=7)
-
+    rows = {label: sparsity_row(measure_weights(kept), kind, tau, zeroed, full, k)
+            for label, kind, kept, zeroed, tau in sparsified_updates(base, trained, null, masks, args.seed)}
     table = markdown_table(rows, ["mask", "sparsity", "pass@1", f"pass@{k}", "pass@1_kept", "gain_kept"], "update")
-    data = {"base": namespace.base, "trained": namespace.trained, "samples": args.eval_samples, "full": full,
-            "rows": rows}
-    save_outputs(Path(namespace.out), "sparsity", data, table, plot)
+    data = {"base": base_name, "trained": trained_name, "samples": args.eval_samples, "full": full, "rows": rows}
+    save_outputs(out, "sparsity", data, table, lambda axes: plot_sparsity(axes, rows, full))
     return data
+
+
+def sparsified_updates(base: dict, trained: dict, null: dict | None, masks: SparsityMasks, seed: int):
+    """(label, mask kind, weights, sparsity, tau) of each update sparsified, in the report's order."""
+    for value in masks.values:
+        tau = value if masks.by_tau else zeroing_threshold(base, trained, value)
+        weights, sparsity = sparsify(base, trained, tau)
+        name = f"tau={value:g}" if masks.by_tau else f"zeroed={100 * value:g}%"
+        yield name, "largest kept", weights, sparsity, tau
+        yield (f"random, {name}", "random mask", *sparsify(base, trained, tau, keep_at_random=1 - sparsity,
+                                                           seed=seed), tau)
+        if null is not None:  # the null update, its own smallest coordinates zeroed to the same sparsity
+            null_tau = tau if masks.by_tau else zeroing_threshold(base, null, value)
+            yield f"null, {name}", "null ES run", *sparsify(base, null, null_tau), tau
+
+
+def sparsity_row(result: dict, kind: str, tau: float, zeroed: float, full: dict, k: int) -> dict:
+    gain = full["pass@1"] - full["base"]["pass@1"]
+    return {"mask": kind, "tau": tau, "sparsity": zeroed, "pass@1": result["pass@1"],
+            f"pass@{k}": result[f"pass@{k}"],
+            "pass@1_kept": result["pass@1"] / full["pass@1"] if full["pass@1"] else float("nan"),
+            "gain_kept": (result["pass@1"] - full["base"]["pass@1"]) / gain if gain > 0 else float("nan"),
+            "correct": result["correct"]}
+
+
+def plot_sparsity(axes, rows: dict, full: dict):
+    for kind, marker in (("largest kept", "o"), ("random mask", "x"), ("null ES run", "s")):
+        chosen = [r for r in rows.values() if r["mask"] == kind]
+        if chosen:
+            axes.plot([100 * r["sparsity"] for r in chosen], [r["pass@1"] for r in chosen], marker=marker,
+                      label=f"Pass@1, {kind}")
+    axes.axhline(full["pass@1"], ls=":", color="C0", label="Pass@1, whole update")
+    axes.axhline(full["base"]["pass@1"], ls="--", color="k", label="Pass@1, base")
+    axes.set(xlabel="update coordinates zeroed (%)", ylabel="Pass@1", title="sparsified ES update")
+    axes.legend(fontsize=7)
 
 
 # ----------------------------------------------------------------------------- diversity of an ES population
@@ -368,12 +391,14 @@ def js_pol(logp: torch.Tensor) -> float:
     return float((own - mixture).mean())
 
 
-def population_diversity(model, tokenizer, problems: list[dict], args: Args, population: int, sigma: float,
-                         samples: int, seed: int = 0, js_samples: int = 4) -> dict:
+def population_diversity(run: Context, problems: list[dict], population: int, sigma: float, samples: int,
+                         js_samples: int = 4) -> dict:
     """Perturb the model N times as ES does and count, per problem, each member's and the centre's correct
     answers among `samples` draws at the evaluation temperature, every member with its own sampling noise
     (diversity_statistics turns the counts into JS_succ, the predicted and the measured coverage gains).
-    JS_pol needs every member's samples scored by every member: it uses the first js_samples draws only."""
+    JS_pol needs every member's samples scored by every member: it uses the first js_samples draws only. The
+    members' seeds and sampling noise follow run.args.seed."""
+    model, tokenizer, args, seed = run.model, run.tokenizer, run.args, run.args.seed
     params = list(model.parameters())
     master = es_grpo.master_weights(params)
     seeds = es_grpo.random.Random(seed).sample(range(2**31 - 1), population)
@@ -382,8 +407,8 @@ def population_diversity(model, tokenizer, problems: list[dict], args: Args, pop
 
     def sample(member_seed, index: int, rows: list[str]):  # index 0: the centre; 1..N: the members
         es_grpo.set_weights(params, master, member_seed, sigma)
-        return rollout(model, tokenizer, rows, temperature=args.eval_temperature, max_new_tokens=args.max_new_tokens,
-                       seed=seed * 1_000_003 + index * 7919, batch_size=args.rollout_batch)
+        sampling = args.sampling("eval", seed * 1_000_003 + index * 7919)
+        return rollout(model, tokenizer, rows, dataclasses.replace(sampling, top_p=1.0))  # as JS_pol scores them
 
     def correct(member_seed, index):  # (P,) correct answers among `samples`
         rewards = score(repeated, sample(member_seed, index, prompts).texts)
@@ -443,14 +468,26 @@ def cmd_diversity(argv):
     if not 2 <= namespace.population <= namespace.samples:
         parser.error("--population must be at least 2 and --samples at least --population (the centre's Pass@N)")
     sigmas = [float(x) for x in namespace.sigmas.split(",")] if namespace.sigmas else [namespace.sigma]
-    model, tokenizer = load(namespace.model, args)
+    return diversity_analysis(namespace.model, Population(namespace.population, sigmas, namespace.samples), args,
+                              Path(namespace.out))
+
+
+@dataclasses.dataclass
+class Population:  # the ES populations whose diversity diversity_analysis measures
+    size: int  # N
+    sigmas: list[float]  # one population per noise scale
+    samples: int  # per problem, for each member and for the centre (at least N)
+
+
+def diversity_analysis(model_name: str, population: Population, args: Args, out: Path) -> dict:
+    """JS_succ, JS_pol, the predicted and the measured coverage gains of an ES population around the model,
+    one row per sigma. Written to OUT/diversity.{json,md,png}."""
+    model, tokenizer = load(model_name, args)
     _, evaluation, _ = evaluation_sets(args, tokenizer)
-    rows = {}
-    for sigma in sigmas:
-        counts = population_diversity(model, tokenizer, evaluation, args, namespace.population, sigma,
-                                      namespace.samples, args.seed)
-        stats = diversity_statistics(np.array(counts["member_correct"]), np.array(counts["centre_correct"]),
-                                     namespace.samples)
+    rows, samples = {}, population.samples
+    for sigma in population.sigmas:
+        counts = population_diversity(Context(args, model, tokenizer), evaluation, population.size, sigma, samples)
+        stats = diversity_statistics(np.array(counts["member_correct"]), np.array(counts["centre_correct"]), samples)
         rows[f"sigma={sigma:g}"] = counts | diversity_row(stats)
 
     def plot(axes):
@@ -459,15 +496,14 @@ def cmd_diversity(argv):
             estimate = np.array([r[key] for r in rows.values()])
             spread = np.array([[r[key] - r[key + "_ci"][0], r[key + "_ci"][1] - r[key]] for r in rows.values()]).T
             axes.errorbar(xs, estimate, yerr=spread, marker="o", capsize=3, label=key)
-        axes.set(xscale="log", xlabel="sigma", ylabel=f"Pass@{namespace.population} gain",
-                 title=f"population vs one policy, N={namespace.population}, {namespace.samples} samples (95% CI)")
+        axes.set(xscale="log", xlabel="sigma", ylabel=f"Pass@{population.size} gain",
+                 title=f"population vs one policy, N={population.size}, {samples} samples (95% CI)")
         axes.legend(fontsize=7)
 
     columns = ["js_succ", "js_pol", "predicted", "gain", "ratio", "gain_vs_centre", "population_pass", "centre_pass"]
     table = {name: {c: (f"{row[c]:.4f} [{row[c + '_ci'][0]:.4f}, {row[c + '_ci'][1]:.4f}]"
                         if c + "_ci" in row else row[c]) for c in columns} for name, row in rows.items()}
-    save_outputs(Path(namespace.out), "diversity", {"model": namespace.model, "rows": rows},
-                 markdown_table(table, columns, "noise"), plot)
+    save_outputs(out, "diversity", {"model": model_name, "rows": rows}, markdown_table(table, columns, "noise"), plot)
     return rows
 
 
@@ -527,11 +563,11 @@ def forgetting_control(base_name: str, es_models: list[str], grpo_models: list[s
         with torch.no_grad():
             for name, param in model.named_parameters():
                 param.copy_(weights[name])
-        return [c for task in families for c in evaluate(model, tokenizer, heldout[task], args, args.seed, (1,), ())
-                ["correct"]]
+        return [c for task in families for c in evaluate(run, heldout[task], (1,), ())["correct"]]
 
     families = list(heldout)
-    first = {task: evaluate(model, tokenizer, heldout[task], args, args.seed, (1,), ()) for task in families}
+    run = Context(args, model, tokenizer)
+    first = {task: evaluate(run, heldout[task], (1,), ()) for task in families}
     families = [task for task in families if first[task]["pass@1"] < SATURATED]
     result = {"families": families, "problems": problems, "samples": args.eval_samples,
               "base": [[c for task in families for c in first[task]["correct"]]] * len(es_models),
@@ -608,7 +644,13 @@ def cmd_curves(argv):
     parser.add_argument("runs", nargs="+", help="run folders written by es_grpo.py")
     parser.add_argument("--out", default="evals", help="output folder")
     namespace = parser.parse_args(argv)
-    runs = {name: read_metrics(Path(name)) for name in namespace.runs}
+    return curves_analysis([Path(name) for name in namespace.runs], Path(namespace.out))
+
+
+def curves_analysis(folders: list[Path], out: Path) -> dict:
+    """Reward, entropy, disagreement and KL of each run along its updates and its sequences generated; the
+    last line's values. Written to OUT/curves.{json,md,png}."""
+    runs = {str(folder): read_metrics(folder) for folder in folders}
     keys = ("reward", "entropy", "disagreement", "kl")
 
     def plot(axes):
@@ -623,8 +665,7 @@ def cmd_curves(argv):
 
     columns = ["update", "reward", "entropy", "run_sequences"]
     summary = {name: {key: lines[-1].get(key) for key in columns} for name, lines in runs.items()}
-    save_outputs(Path(namespace.out), "curves", {"runs": summary}, markdown_table(summary, columns),
-                 plot, panels=(2, len(keys)))
+    save_outputs(out, "curves", {"runs": summary}, markdown_table(summary, columns), plot, panels=(2, len(keys)))
     return summary
 
 
@@ -776,20 +817,19 @@ def sizes_table(sizes: dict) -> dict:
         for size, entry in sizes.items()}
 
 
-def untied_drift(out: Path, flags: list[str], seed: int, es_updates: int, grpo_updates: int, analysis_flags: list[str],
-                 pretrain_flags: list[str]) -> dict:
+def untied_drift(plan: Plan, pretrain_flags: list[str]) -> dict:
     """Claim 4's module kinds on a model whose LM head is not its embedding matrix: the shipped model pretrained
     again with --no-tie-embeddings (OUT/models/untied), trained by ES and by GRPO with the report's settings
-    (one seed), and eval.py drift per module kind."""
-    model = out / "models" / "untied"
+    (the first seed), and drift_analysis per module kind."""
+    model, seed = plan.out / "models" / "untied", plan.seeds[0]
+    folders = {algo: plan.runs / f"untied-{algo}-s{seed}" for algo in ("es", "grpo")}
     pretrained(model, ["--no-tie-embeddings", *pretrain_flags], "the shipped model again with an LM head of its own",
-               [out / "runs" / f"untied-{algo}-s{seed}" for algo in ("es", "grpo")])
-    trained = []
-    for algo, steps in (("es", es_updates), ("grpo", grpo_updates)):
-        folder = out / "runs" / f"untied-{algo}-s{seed}"
-        train_run(folder, [*flags, "--model", str(model), "--algo", algo, "--steps", str(steps), "--seed", str(seed)])
-        trained.append(str(folder / f"stage1-{algo}"))
-    return cmd_drift([str(model), *trained, *analysis_flags, "--out", str(out / "analyses" / "drift-untied")])
+               list(folders.values()))
+    for algo, folder in folders.items():
+        train_run(folder, [*plan.flags, "--model", str(model), "--algo", algo, "--steps", str(plan.updates[algo]),
+                           "--seed", str(seed)])
+    return drift_analysis(str(model), [str(folder / f"stage1-{algo}") for algo, folder in folders.items()],
+                          plan.analysis_args, plan.analyses / "drift-untied")
 
 
 def cmd_sweep(argv):
@@ -845,69 +885,89 @@ def verdicts(e: dict) -> list[tuple[str, str, str]]:
     """(claim, verdict, evidence) for the paper's six claims. e: each quantity's (estimate, low, high), a
     95% interval, under the names used below, and `k`, the large K. The conditions (rises, falls, keeps,
     within) and their margins are defined once, above; tests/test_eval.py feeds hand-made numbers."""
+    return [claim(e) for claim in (claim1, claim2, claim3, claim4, claim5, claim6)]
+
+
+def claim1(e: dict) -> tuple[str, str, str]:
     k = e["k"]
-    one = (rises(e["es_pass1_gain"]), keeps(e["es_passk_change"]), falls(e["grpo_entropy_change"]),
-           falls(e["grpo_passk_change"]), rises(e["passk_es_minus_grpo_at_es_pass1"]))
-    claims = [(CLAIMS[1], verdict(*one),
-               f"ES minus base: Pass@1 {shown(e['es_pass1_gain'])}, Pass@{k} {shown(e['es_passk_change'])}; GRPO "
-               f"minus base: entropy {shown(e['grpo_entropy_change'])}, Pass@{k} {shown(e['grpo_passk_change'])}; "
-               f"Pass@{k} of ES minus GRPO's where GRPO's path reaches ES's Pass@1: "
-               f"{shown(e['passk_es_minus_grpo_at_es_pass1'])}")]
-    two = (within(e["diversity_ratio"], RATIO_BAND), rises(e["population_gain_vs_centre"]))
-    claims.append((CLAIMS[2], verdict(*two),
-                   f"population's Pass@N minus the centre's {shown(e['population_gain_vs_centre'], 4)}; predicted / "
-                   f"measured gain over one policy of the members' mean success {shown(e['diversity_ratio'], 2)}"))
-    three = (keeps(e["grpo_es_pass1_minus_grpo"]), keeps(e["grpo_es_passk_minus_es"]))
-    claims.append((CLAIMS[3], verdict(*three),
-                   f"GRPO->ES minus GRPO alone at equal updates, Pass@1 {shown(e['grpo_es_pass1_minus_grpo'])}; "
-                   f"minus ES alone at equal sequences, Pass@{k} {shown(e['grpo_es_passk_minus_es'])}; Pass@{k} "
-                   f"minus GRPO's where GRPO's path reaches GRPO->ES's Pass@1 "
-                   f"{shown(e['grpo_es_passk_minus_grpo_at_pass1'])}"))
+    conditions = (rises(e["es_pass1_gain"]), keeps(e["es_passk_change"]), falls(e["grpo_entropy_change"]),
+                  falls(e["grpo_passk_change"]), rises(e["passk_es_minus_grpo_at_es_pass1"]))
+    return (CLAIMS[1], verdict(*conditions),
+            f"ES minus base: Pass@1 {shown(e['es_pass1_gain'])}, Pass@{k} {shown(e['es_passk_change'])}; GRPO "
+            f"minus base: entropy {shown(e['grpo_entropy_change'])}, Pass@{k} {shown(e['grpo_passk_change'])}; "
+            f"Pass@{k} of ES minus GRPO's where GRPO's path reaches ES's Pass@1: "
+            f"{shown(e['passk_es_minus_grpo_at_es_pass1'])}")
+
+
+def claim2(e: dict) -> tuple[str, str, str]:
+    conditions = (within(e["diversity_ratio"], RATIO_BAND), rises(e["population_gain_vs_centre"]))
+    return (CLAIMS[2], verdict(*conditions),
+            f"population's Pass@N minus the centre's {shown(e['population_gain_vs_centre'], 4)}; predicted / "
+            f"measured gain over one policy of the members' mean success {shown(e['diversity_ratio'], 2)}")
+
+
+def claim3(e: dict) -> tuple[str, str, str]:
+    k = e["k"]
+    conditions = (keeps(e["grpo_es_pass1_minus_grpo"]), keeps(e["grpo_es_passk_minus_es"]))
+    return (CLAIMS[3], verdict(*conditions),
+            f"GRPO->ES minus GRPO alone at equal updates, Pass@1 {shown(e['grpo_es_pass1_minus_grpo'])}; "
+            f"minus ES alone at equal sequences, Pass@{k} {shown(e['grpo_es_passk_minus_es'])}; Pass@{k} "
+            f"minus GRPO's where GRPO's path reaches GRPO->ES's Pass@1 "
+            f"{shown(e['grpo_es_passk_minus_grpo_at_pass1'])}")
+
+
+def claim4(e: dict) -> tuple[str, str, str]:
     # the drift ratio read is at matched Pass@1 gain, where GRPO's path reaches ES's: a ratio of drifts
     # means something at a fixed gain
     matched = "drift_ratio_matched_pass1" in e
-    four = (within(e["drift_ratio_matched_pass1" if matched else "drift_ratio"], tuple(40 * b for b in RATIO_BAND)),
-            keeps(e["sparse_pass1_change"]), rises(e["sparse_minus_random"]))
-    claims.append((CLAIMS[4], verdict(*four),
-                   (f"ES/GRPO drift ratio at matched Pass@1 gain (GRPO after {e['matched_grpo_updates']} updates: "
-                    f"Pass@1 minus base {shown(e['matched_grpo_pass1_gain'])}, ES {shown(e['es_pass1_gain'])}) "
-                    f"{shown(e['drift_ratio_matched_pass1'], 1)}, at the runs' ends " if matched else
-                    "ES/GRPO drift ratio at the runs' ends (GRPO's path never reaches ES's Pass@1) ")
-                   + f"{shown(e['drift_ratio'], 1)}; zeroing the smallest "
-                   f"{100 * e['sparsity']:.0f}% of the ES update: Pass@1 minus the whole update's "
-                   f"{shown(e['sparse_pass1_change'])}, minus a random mask's of the same sparsity "
-                   f"{shown(e['sparse_minus_random'])}, share of the gain kept {shown(e['sparse_gain_kept'], 2)}; "
-                   f"a null ES run (no signal) drifts {e['null_drift_share']:.2f}x as far as ES and changes Pass@1 "
-                   f"by {shown(e['null_pass1_change'])}" + (
-                       f"; control, GRPO at the paper's per-step ratio (lr {e['paper_steps_lr']:.3g}): drift ratio "
-                       f"{shown(e['drift_ratio_paper_steps'], 1)}" if "drift_ratio_paper_steps" in e else "")))
-    claims.append((CLAIMS[5], verdict(keeps(e["es_heldout_change"])),
-                   f"held-out Pass@{k} (unsaturated families) after ES minus base {shown(e['es_heldout_change'])}; "
-                   f"after GRPO {shown(e['grpo_heldout_change'])}; control, the base plus noise the size of the ES "
-                   f"update {shown(e['noise_heldout_change'])}"))
+    ratio = e["drift_ratio_matched_pass1" if matched else "drift_ratio"]
+    conditions = (within(ratio, tuple(40 * b for b in RATIO_BAND)), keeps(e["sparse_pass1_change"]),
+                  rises(e["sparse_minus_random"]))
+    where = (f"ES/GRPO drift ratio at matched Pass@1 gain (GRPO after {e['matched_grpo_updates']} updates: "
+             f"Pass@1 minus base {shown(e['matched_grpo_pass1_gain'])}, ES {shown(e['es_pass1_gain'])}) "
+             f"{shown(e['drift_ratio_matched_pass1'], 1)}, at the runs' ends " if matched else
+             "ES/GRPO drift ratio at the runs' ends (GRPO's path never reaches ES's Pass@1) ")
+    control = (f"; control, GRPO at the paper's per-step ratio (lr {e['paper_steps_lr']:.3g}): drift ratio "
+               f"{shown(e['drift_ratio_paper_steps'], 1)}" if "drift_ratio_paper_steps" in e else "")
+    return (CLAIMS[4], verdict(*conditions),
+            where + f"{shown(e['drift_ratio'], 1)}; zeroing the smallest "
+            f"{100 * e['sparsity']:.0f}% of the ES update: Pass@1 minus the whole update's "
+            f"{shown(e['sparse_pass1_change'])}, minus a random mask's of the same sparsity "
+            f"{shown(e['sparse_minus_random'])}, share of the gain kept {shown(e['sparse_gain_kept'], 2)}; "
+            f"a null ES run (no signal) drifts {e['null_drift_share']:.2f}x as far as ES and changes Pass@1 "
+            f"by {shown(e['null_pass1_change'])}" + control)
+
+
+def claim5(e: dict) -> tuple[str, str, str]:
+    return (CLAIMS[5], verdict(keeps(e["es_heldout_change"])),
+            f"held-out Pass@{e['k']} (unsaturated families) after ES minus base {shown(e['es_heldout_change'])}; "
+            f"after GRPO {shown(e['grpo_heldout_change'])}; control, the base plus noise the size of the ES "
+            f"update {shown(e['noise_heldout_change'])}")
+
+
+def claim6(e: dict) -> tuple[str, str, str]:
+    sweep = ("ES populations at equal sequences, Pass@1 of the smallest minus the largest "
+             f"{shown(e['sweep_pass1_small_minus_large'])}")
     if "zscore_pass1_gain" not in e:  # its runs not trained (eval.py reproduce --parts ...,claim6)
-        claims.append((CLAIMS[6], "not measured", "z-scoring and antithetic runs not trained (--parts claim6); one "
-                       "model size; ES populations at equal sequences, Pass@1 of the smallest minus the largest "
-                       f"{shown(e['sweep_pass1_small_minus_large'])}"))
-        return claims
+        return (CLAIMS[6], "not measured",
+                "z-scoring and antithetic runs not trained (--parts claim6); one model size; " + sweep)
     interaction = e.get("size_population_interaction")
     small_loss, large_loss = e.get("size_pretrain_losses", (None, None))
     # the claim is about larger, better models: a larger model that pretrained to a higher loss cannot test it
     worse = small_loss is not None and large_loss is not None and large_loss >= small_loss
-    six = (rises(e["zscore_pass1_gain"]), no_gain(e["antithetic_pass1_gain"]),
-           None if worse or not interaction else rises(interaction))
-    claims.append((CLAIMS[6], verdict(*six),
-                   f"z-scored minus raw rewards (raw alpha {e['raw_alpha']:g}, chosen on dev), Pass@1 "
-                   f"{shown(e['zscore_pass1_gain'])}; antithetic minus plain sampling, Pass@1 "
-                   f"{shown(e['antithetic_pass1_gain'])}; " + (
-                       "smallest minus largest population's Pass@1 (equal sequences), largest model minus smallest: "
-                       f"{shown(interaction)}" + (f" (inconclusive: the largest model pretrained to a higher loss, "
-                                                  f"{large_loss:.3f}, than the smallest, {small_loss:.3f})" if worse
-                                                  else "")
-                       if interaction else "population against model size not measured (one "
-                       "size): ES populations at equal sequences, Pass@1 of the smallest minus the largest "
-                       f"{shown(e['sweep_pass1_small_minus_large'])}")))
-    return claims
+    conditions = (rises(e["zscore_pass1_gain"]), no_gain(e["antithetic_pass1_gain"]),
+                  None if worse or not interaction else rises(interaction))
+    if interaction:
+        sizes = ("smallest minus largest population's Pass@1 (equal sequences), largest model minus smallest: "
+                 f"{shown(interaction)}" + (f" (inconclusive: the largest model pretrained to a higher loss, "
+                                            f"{large_loss:.3f}, than the smallest, {small_loss:.3f})" if worse
+                                            else ""))
+    else:
+        sizes = "population against model size not measured (one size): " + sweep
+    return (CLAIMS[6], verdict(*conditions),
+            f"z-scored minus raw rewards (raw alpha {e['raw_alpha']:g}, chosen on dev), Pass@1 "
+            f"{shown(e['zscore_pass1_gain'])}; antithetic minus plain sampling, Pass@1 "
+            f"{shown(e['antithetic_pass1_gain'])}; " + sizes)
 
 
 def heldout_families(row: dict) -> list[str]:
@@ -1026,65 +1086,324 @@ def pass_at_k_curves(runs: dict) -> dict:
     return curves
 
 
-def reproduction_evidence(runs: dict, rows: dict, k: int, drift_ratio, drift_rows: dict, sparsity: dict,
-                          diversity: dict, forgetting: dict, sweep: dict, arms: dict | None = None,
-                          sizes: dict | None = None) -> dict:
+@dataclasses.dataclass
+class Plan:
+    """What `eval.py reproduce` trains and analyses, from its flags."""
+    out: Path
+    argv: list[str]  # the command's own, for the report
+    quick: bool
+    parts: set[str]
+    seeds: list[int]
+    samples: int  # per problem at each stage's end
+    run_flags: list[str]  # the user's flags for every es_grpo.py run
+    small: list[str]  # --quick's small budgets
+    flags: list[str]  # every schedule run's es_grpo.py flags
+    args: Args  # those flags parsed
+    updates: dict[str, int]  # per schedule
+    seeds_of: dict[str, list[int]]  # per schedule
+    diversity_problems: int
+    diversity_samples: int
+    started: float
+
+    @property
+    def k(self) -> int:  # the large K of the verdicts
+        return min(32, self.args.trajectory_samples)
+
+    @property
+    def runs(self) -> Path:
+        return self.out / "runs"
+
+    @property
+    def analyses(self) -> Path:
+        return self.out / "analyses"
+
+    def models(self, algo: str) -> list[str]:  # each seed's trained model of a one-stage schedule
+        return [str(self.runs / f"{algo}-s{seed}" / f"stage1-{algo}") for seed in self.seeds]
+
+    @property
+    def null_model(self) -> str:  # the null ES run's (rewards shuffled across members)
+        return str(self.runs / f"es-null-s{self.seeds[0]}" / "stage1-es")
+
+    @property
+    def analysis_args(self) -> Args:  # the runs' evaluation settings, at most 64 samples
+        args = Args(**{name: getattr(self.args, name) for name in EVAL_FLAGS})
+        return dataclasses.replace(args, eval_samples=min(self.samples, 64))
+
+    @property
+    def sweep_flags(self) -> list[str]:
+        return [*self.small, *self.run_flags, "--eval-samples", str(min(self.samples, 64))]
+
+
+@dataclasses.dataclass
+class Evidence:
+    """Everything the report shows: each analysis's results, the values the verdicts read (`values`: each
+    quantity's (estimate, low, high)) and the verdicts."""
+    plan: Plan
+    runs: dict  # per schedule: load_runs
+    rows: dict  # the matched comparisons
+    curves: dict  # Pass@K curves
+    drift: dict  # seed 0's ES, GRPO and null ES models: drift_analysis
+    drift_ratio: tuple  # ES's total drift over GRPO's, over seeds
+    sparsity: dict
+    forgetting: dict
+    diversity: dict  # a row per sigma
+    sweep: dict  # ES populations at equal sequences
+    matched: dict  # GRPO trained to ES's Pass@1 gain: grpo_at_gain
+    arms: dict | None = None  # claim 6: raw rewards and antithetic sampling
+    sizes: dict | None = None  # claim 6: populations against model size
+    untied: dict | None = None  # claim 4: module kinds with an untied LM head
+    paper_steps: dict | None = None  # claim 4's control: GRPO at the paper's per-step ratio
+    values: dict = dataclasses.field(default_factory=dict)
+    claims: list = dataclasses.field(default_factory=list)
+
+
+def cmd_reproduce(argv):
+    """Plan the runs, train them, analyse them, write the report."""
+    plan = reproduction_plan(argv)
+    if plan is None:  # --plan: the runs were listed
+        return []
+    train_schedules(plan)
+    evidence = analyse(plan)
+    evidence.values = reproduction_values(evidence)
+    evidence.claims = verdicts(evidence.values)
+    write_report(evidence)
+    log(f"wrote {plan.out / 'REPORT.md'}")
+    return evidence.claims
+
+
+REPRODUCE_PARTS = ("claims", "claim6", "paper-steps", "sizes", "untied")
+
+
+def reproduce_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="eval.py reproduce", description="the paper's experiment set, REPORT.md with a verdict per claim",
+        epilog="Any other flag goes to every es_grpo.py run (e.g. --preset paper --model Qwen/Qwen2.5-1.5B-Instruct "
+               "--data train.jsonl --eval-data test.jsonl --device cuda). Finished runs with the same settings "
+               "in OUT/runs are reused, interrupted ones resumed.")
+    parser.add_argument("--out", default="report", help="report folder (runs, analyses, REPORT.md)")
+    parser.add_argument("--quick", action="store_true", help="one seed and tiny budgets (the test suite's)")
+    parser.add_argument("--seeds", default="", help="comma-separated seeds (default 0,1,2; --quick: 0)")
+    parser.add_argument("--steps", type=int, default=0,
+                        help="updates of the two-stage schedules; the others follow (default 200; --quick: 4)")
+    parser.add_argument("--samples", type=int, default=0, help="samples per problem at each stage's end: Pass@K "
+                        "curves up to K = samples (default 256; --quick: 16)")
+    parser.add_argument("--diversity-problems", type=int, default=50, help="problems of the claim-2 measurement")
+    parser.add_argument("--diversity-samples", type=int, default=64,
+                        help="samples per problem, member and centre (claim 2; at least the population)")
+    parser.add_argument("--parts", default="claims", help="comma-separated: claims (the runs of claims 1-5 and "
+                        "the analyses: always), claim6 (ES with raw rewards, alpha chosen on dev, and with "
+                        "antithetic sampling, each seed), paper-steps (GRPO at the learning rate that gives the "
+                        "paper's per-step ES/GRPO ratio, each seed), sizes (two more model sizes pretrained like the "
+                        "shipped one, each with the population sweep), untied (the shipped model pretrained again "
+                        "with its own LM head, then trained by ES and GRPO, seed 0: drift per module kind). A part "
+                        "not asked for is still reported if OUT holds its runs; report/NOTES.md gives each part's "
+                        "minutes. --plan lists the claims runs only")
+    parser.add_argument("--plan", action="store_true", help="print each run's flags and exit: to launch them with "
+                        "torchrun -m scale.train into OUT/runs, where this command then finds and reuses them")
+    return parser
+
+
+def reproduction_plan(argv: list[str]) -> Plan | None:
+    """The plan of `eval.py reproduce ARGV`; with --plan, each schedule run's flags printed and None."""
+    parser = reproduce_parser()
+    namespace, run_flags = parser.parse_known_args(argv)
+    parts = set(namespace.parts.split(","))
+    if parts - set(REPRODUCE_PARTS):
+        parser.error(f"--parts {namespace.parts}: the parts are {', '.join(REPRODUCE_PARTS)}")
+    quick = namespace.quick
+    seeds = [int(s) for s in (namespace.seeds or ("0" if quick else "0,1,2")).split(",")]
+    samples = namespace.samples or (16 if quick else 256)
+    small = ["--eval-problems", "4", "--heldout-problems", "2", "--es-population", "4", "--es-prompts", "4",
+             "--grpo-prompts", "4"] if quick else []
+    heldout = [] if quick else ["--heldout-problems", "20"]  # claim 5 is measured by forgetting_control
+    flags = [*small, *heldout, *run_flags, "--eval-samples", str(samples),
+             "--trajectory-samples", "8" if quick else "32"]
+    args = es_grpo.parse_args(flags)  # a bad flag stops here, before any run
+    if args.preset == "tiny" and not any(flag.startswith("--grpo-lr") for flag in run_flags):
+        flags, args = [*CALIBRATED_GRPO, *flags], es_grpo.parse_args([*CALIBRATED_GRPO, *flags])
+    updates = schedules(args, namespace.steps or (4 if quick else 200))
+    seeds_of = {name: seeds[:1] if name == "es-grpo" else seeds for name in updates}  # ES->GRPO: in no verdict
+    plan = Plan(Path(namespace.out), argv, quick, parts, seeds, samples, run_flags, small, flags, args, updates,
+                seeds_of, namespace.diversity_problems, namespace.diversity_samples, time.time())
+    if namespace.plan:
+        for folder, run_argv in schedule_runs(plan):
+            print(" ".join([*run_argv, "--out", str(folder)]))
+        return None
+    return plan
+
+
+def schedule_runs(plan: Plan):
+    """(folder, es_grpo.py flags) of each schedule's run, seed by seed, a dozen trajectory points on each
+    path (--quick: 2)."""
+    for seed in plan.seeds:
+        for name, count in plan.updates.items():
+            if seed in plan.seeds_of[name]:
+                every = str(max(1, round(count / (2 if plan.quick else 12))))
+                yield plan.runs / f"{name}-s{seed}", [*plan.flags, "--algo", name, "--steps", str(count), "--seed",
+                                                      str(seed), "--eval-every", every]
+
+
+def train_schedules(plan: Plan):
+    """Every schedule's runs, and the null ES run (rewards shuffled across members), claim 4's control."""
+    for folder, run_argv in schedule_runs(plan):
+        log(f"reproduce: {folder.name}, {run_argv[run_argv.index('--steps') + 1]} updates")
+        train_run(folder, run_argv)
+    log(f"reproduce: the null ES run (rewards shuffled across members), seed {plan.seeds[0]}")
+    train_run(Path(plan.null_model).parent, [*plan.flags, "--algo", "es", "--steps", str(plan.updates["es"]),
+                                             "--seed", str(plan.seeds[0]), "--es-null"])
+
+
+def analyse(plan: Plan) -> Evidence:
+    """Claims 1-5's analyses and the population sweep, then the extra parts asked for or already trained."""
+    analyses, cheap = plan.analyses, plan.analysis_args
+    runs = load_runs(plan.runs, plan.seeds_of, plan.k)
+    es_models, grpo_models = plan.models("es"), plan.models("grpo")
+    base_model = plan.args.model or "tiny"
+    drift_rows = drift_analysis(base_model, [es_models[0], grpo_models[0], plan.null_model], cheap,
+                                analyses / "drift")
+    masks = SparsityMasks([0.5, PAPER_SPARSITY] if plan.quick else list(ZEROED), null=plan.null_model)
+    sparsity = sparsity_analysis(base_model, es_models[0], masks, cheap, analyses / "sparsity")
+    forgetting = forgetting_control(base_model, es_models, grpo_models, dataclasses.replace(
+        plan.args, eval_samples=min(plan.samples, 64)), 5 if plan.quick else 200, analyses / "forgetting")
+    size = 4 if plan.quick else plan.args.es_population
+    population = Population(size, [float(f"{plan.args.es_sigma * f:g}") for f in (0.3, 1, 3)],
+                            max(size, 4 if plan.quick else plan.diversity_samples))
+    diversity = diversity_analysis(base_model, population, dataclasses.replace(
+        cheap, eval_problems=3 if plan.quick else plan.diversity_problems), analyses / "diversity")
+    curves_analysis([plan.runs / f"{name}-s{plan.seeds[0]}" for name in plan.updates], analyses / "curves")
+    sweep = population_sweep(plan.runs, plan.sweep_flags, [2, 4] if plan.quick else [8, 16, 32],
+                             sequences=64 if plan.quick else 32 * 64 * 25, prompts=8 if plan.quick else 64)
+    rows = comparisons(runs, plan.k)
+    matched = grpo_at_gain(plan.runs, plan.flags, plan.seeds, rows["ES vs GRPO, at ES's Pass@1"]["where"])
+    curves = pass_at_k_curves(runs)
+    plot_curves(analyses / "pass_at_k", curves, plan.samples)
+    plot_paths(analyses / "paths", runs, plan.k)
+    evidence = Evidence(plan, runs, rows, curves, drift_rows, drift_ratio_over_seeds(plan, grpo_models), sparsity,
+                        forgetting, diversity, sweep, matched)
+    extra_parts(evidence)
+    return evidence
+
+
+def drift_ratio_over_seeds(plan: Plan, grpo_models: list[str]) -> tuple:
+    """ES's total drift over GRPO's, seed for seed, with its interval."""
+    base = named_weights(load(plan.args.model or "tiny", plan.args)[0])
+    total = lambda name: drift(base, named_weights(load(name, plan.args)[0]))["total"]  # noqa: E731
+    ratios = [[total(es) / total(grpo)] for es, grpo in zip(plan.models("es"), grpo_models)]  # (seeds, 1)
+    return bootstrap(lambda m: m["r"], {"r": np.array(ratios)})
+
+
+def extra_parts(evidence: Evidence):
+    """The parts beyond claims 1-5 (--parts), each run when asked for or when OUT already holds its runs."""
+    plan = evidence.plan
+    trained = all((plan.runs / f"es-{arm}-s{seed}" / "summary.json").exists() for arm in ("raw", "antithetic")
+                  for seed in plan.seeds)
+    if "claim6" in plan.parts or trained:
+        log("reproduce: claim 6, ES with raw rewards (alpha chosen on dev) and with antithetic sampling")
+        es_updates = plan.updates["es"]
+        evidence.arms = hyperparameter_arms(plan.runs, plan.flags, plan.seeds, es_updates, max(1, es_updates // 3),
+                                            (8, 80) if plan.quick else RAW_ALPHA_SCALES)
+    pretrain_flags = ["--steps", "2", "--batch", "8"] if plan.quick else []
+    if "sizes" in plan.parts or (plan.out / "models" / "larger" / "pretrain.json").exists():
+        evidence.sizes = size_sweeps(plan.out, plan.sweep_flags, [2, 4] if plan.quick else [8, 16, 32],
+                                     64 if plan.quick else 32 * 64 * 25, 8 if plan.quick else 64, evidence.sweep,
+                                     pretrain_flags)
+    if "untied" in plan.parts or (plan.out / "models" / "untied" / "pretrain.json").exists():
+        evidence.untied = untied_drift(plan, pretrain_flags)
+    paper_lr = plan.args.es_alpha * math.sqrt(plan.args.es_population - 1) / plan.args.es_population
+    paper_lr /= PAPER_STEP_RATIO
+    folders = [plan.runs / f"grpo-paper-steps-s{seed}" for seed in plan.seeds]
+    if "paper-steps" in plan.parts or all((folder / "summary.json").exists() for folder in folders):
+        log(f"reproduce: GRPO at lr {paper_lr:.3g}, the paper's per-step ratio to ES ({PAPER_STEP_RATIO:.1f})")
+        for seed, folder in zip(plan.seeds, folders):
+            train_run(folder, [*plan.flags, "--algo", "grpo", "--grpo-lr", f"{paper_lr:.3g}", "--steps",
+                               str(plan.updates["grpo"]), "--seed", str(seed)])
+        evidence.paper_steps = {"lr": paper_lr, "drift_ratio": drift_ratio_over_seeds(
+            plan, [str(folder / "stage1-grpo") for folder in folders])}
+
+
+def reproduction_values(evidence: Evidence) -> dict:
     """The named quantities verdicts() reads, each (estimate, low, high)."""
+    return {"k": evidence.plan.k, **claim1_to_3_values(evidence), **claim4_values(evidence),
+            **claim5_values(evidence), **claim6_values(evidence)}
+
+
+def paired_difference(a: np.ndarray, b: np.ndarray) -> tuple:
+    return bootstrap(lambda m: m["a"] - m["b"], {"a": a, "b": b})
+
+
+def claim1_to_3_values(evidence: Evidence) -> dict:
+    runs, rows, k, diversity = evidence.runs, evidence.rows, evidence.plan.k, evidence.diversity
+    diversity = diversity[f"sigma={evidence.plan.args.es_sigma:g}"]
     n = runs["es"]["config"]["eval_samples"]
     end = {name: finals_array(run["finals"], n, k) for name, run in runs.items()}
     end1 = {name: finals_array(run["finals"], n, 1) for name, run in runs.items()}
     base, base1 = finals_array(runs["es"]["base"], n, k), finals_array(runs["es"]["base"], n, 1)
-    difference = lambda a, b: bootstrap(lambda m: m["a"] - m["b"], {"a": a, "b": b})  # noqa: E731
     entropy = lambda rows: np.array([[row["entropy"]] for row in rows])  # noqa: E731  (seeds, 1)
-    e = {"k": k, "es_pass1_gain": difference(end1["es"], base1), "es_passk_change": difference(end["es"], base),
-         "grpo_entropy_change": difference(entropy(runs["grpo"]["finals"]), entropy(runs["grpo"]["base"])),
-         "grpo_passk_change": difference(end["grpo"], base),
-         "passk_es_minus_grpo_at_es_pass1": rows["ES vs GRPO, at ES's Pass@1"][f"pass@{k}"],
-         "diversity_ratio": (diversity["ratio"], *diversity["ratio_ci"]),
-         "population_gain_vs_centre": (diversity["gain_vs_centre"], *diversity["gain_vs_centre_ci"]),
-         "grpo_es_pass1_minus_grpo": rows["GRPO->ES vs GRPO, at equal updates"]["pass@1"],
-         "grpo_es_passk_minus_es": rows["GRPO->ES vs ES alone, at equal sequences"][f"pass@{k}"],
-         "grpo_es_passk_minus_grpo_at_pass1": rows["GRPO->ES vs GRPO, at GRPO->ES's Pass@1"][f"pass@{k}"],
-         "drift_ratio": drift_ratio}
-    held = lambda name: np.array([per_problem(c, forgetting["samples"], k) for c in forgetting[name]])  # noqa: E731
-    for name in ("es", "grpo", "noise"):
-        e[f"{name}_heldout_change"] = (difference(held(name), held("base")) if forgetting["families"]
-                                       else (float("nan"),) * 3)
+    return {"es_pass1_gain": paired_difference(end1["es"], base1),
+            "es_passk_change": paired_difference(end["es"], base),
+            "grpo_entropy_change": paired_difference(entropy(runs["grpo"]["finals"]), entropy(runs["grpo"]["base"])),
+            "grpo_passk_change": paired_difference(end["grpo"], base),
+            "passk_es_minus_grpo_at_es_pass1": rows["ES vs GRPO, at ES's Pass@1"][f"pass@{k}"],
+            "diversity_ratio": (diversity["ratio"], *diversity["ratio_ci"]),
+            "population_gain_vs_centre": (diversity["gain_vs_centre"], *diversity["gain_vs_centre_ci"]),
+            "grpo_es_pass1_minus_grpo": rows["GRPO->ES vs GRPO, at equal updates"]["pass@1"],
+            "grpo_es_passk_minus_es": rows["GRPO->ES vs ES alone, at equal sequences"][f"pass@{k}"],
+            "grpo_es_passk_minus_grpo_at_pass1": rows["GRPO->ES vs GRPO, at GRPO->ES's Pass@1"][f"pass@{k}"]}
+
+
+def claim4_values(evidence: Evidence) -> dict:
+    sparsity, n = evidence.sparsity, evidence.plan.samples
     pass1 = lambda row: np.array([per_problem(row["correct"], sparsity["samples"], 1)])  # noqa: E731  (1, P)
     largest = {name: row for name, row in sparsity["rows"].items() if row["mask"] == "largest kept"}
     point = min(largest, key=lambda name: abs(largest[name]["sparsity"] - PAPER_SPARSITY))  # nearest the paper's
     full, top, blind = pass1(sparsity["full"]), pass1(largest[point]), pass1(sparsity["rows"][f"random, {point}"])
-    e["sparsity"] = largest[point]["sparsity"]
-    e["sparse_pass1_change"], e["sparse_minus_random"] = difference(top, full), difference(top, blind)
-    e["null_pass1_change"] = difference(pass1(sparsity["full"]["null"]), pass1(sparsity["full"]["base"]))
-    es_drift, _, null_drift = drift_rows["drift"].values()  # seed 0's ES, GRPO and null ES models
-    e["null_drift_share"] = null_drift["total"] / es_drift["total"]
-    e["sparse_gain_kept"] = bootstrap(lambda m: (m["top"] - m["base"]) / (m["full"] - m["base"]),
-                                      {"top": top, "full": full, "base": pass1(sparsity["full"]["base"])})
-    small, large = (sweep[min(sweep, key=lambda r: sweep[r]["population"])],
-                    sweep[max(sweep, key=lambda r: sweep[r]["population"])])
-    e["sweep_pass1_small_minus_large"] = difference(np.array([per_problem(small["correct"], small["samples"], 1)]),
-                                                    np.array([per_problem(large["correct"], large["samples"], 1)]))
-    if arms:  # claim 6: each arm's seeds against the report's ES runs (z-scored, plain sampling), seed for seed
+    es_drift, _, null_drift = evidence.drift["drift"].values()  # seed 0's ES, GRPO and null ES models
+    e = {"drift_ratio": evidence.drift_ratio, "sparsity": largest[point]["sparsity"],
+         "sparse_pass1_change": paired_difference(top, full), "sparse_minus_random": paired_difference(top, blind),
+         "null_pass1_change": paired_difference(pass1(sparsity["full"]["null"]), pass1(sparsity["full"]["base"])),
+         "null_drift_share": null_drift["total"] / es_drift["total"],
+         "sparse_gain_kept": bootstrap(lambda m: (m["top"] - m["base"]) / (m["full"] - m["base"]),
+                                       {"top": top, "full": full, "base": pass1(sparsity["full"]["base"])})}
+    matched = evidence.matched
+    if matched["updates"]:
+        e["drift_ratio_matched_pass1"] = drift_ratio_over_seeds(evidence.plan, matched["models"])
+        e["matched_grpo_updates"] = matched["updates"]
+        e["matched_grpo_pass1_gain"] = paired_difference(finals_array(matched["finals"], n, 1),
+                                                         finals_array(evidence.runs["es"]["base"], n, 1))
+    if evidence.paper_steps:
+        e["drift_ratio_paper_steps"] = evidence.paper_steps["drift_ratio"]
+        e["paper_steps_lr"] = evidence.paper_steps["lr"]
+    return e
+
+
+def claim5_values(evidence: Evidence) -> dict:
+    forgetting, k = evidence.forgetting, evidence.plan.k
+    held = lambda name: np.array([per_problem(c, forgetting["samples"], k) for c in forgetting[name]])  # noqa: E731
+    return {f"{name}_heldout_change": (paired_difference(held(name), held("base")) if forgetting["families"]
+                                       else (float("nan"),) * 3) for name in ("es", "grpo", "noise")}
+
+
+def claim6_values(evidence: Evidence) -> dict:
+    sweep, arms, sizes = evidence.sweep, evidence.arms, evidence.sizes
+    pass1_of = lambda row: np.array([per_problem(row["correct"], row["samples"], 1)])  # noqa: E731  (1, P)
+    by_n = sorted(sweep.values(), key=lambda row: row["population"])
+    e = {"sweep_pass1_small_minus_large": paired_difference(pass1_of(by_n[0]), pass1_of(by_n[-1]))}
+    if arms:  # z-scoring and antithetic: each arm's seeds against the report's ES runs, seed for seed
+        n = evidence.runs["es"]["config"]["eval_samples"]
         arm = {name: finals_array(rows, n, 1) for name, rows in arms["rows"].items()}
-        e["zscore_pass1_gain"] = difference(end1["es"], arm["raw"])
-        e["antithetic_pass1_gain"] = difference(arm["antithetic"], end1["es"])
-        e["raw_alpha"] = arms["raw_alpha"]
-    if sizes:  # claim 6: how much better the smallest population does than the largest, larger minus smaller model
-        def small_minus_large(rows):
+        es = finals_array(evidence.runs["es"]["finals"], n, 1)
+        e |= {"zscore_pass1_gain": paired_difference(es, arm["raw"]),
+              "antithetic_pass1_gain": paired_difference(arm["antithetic"], es), "raw_alpha": arms["raw_alpha"]}
+    if sizes:  # how much better the smallest population does than the largest, larger minus smaller model
+        def small_and_large(rows):
             by_n = sorted(rows.values(), key=lambda r: r["population"])
-            return [np.array([per_problem(r["correct"], r["samples"], 1)]) for r in (by_n[0], by_n[-1])]
+            return pass1_of(by_n[0]), pass1_of(by_n[-1])
         smallest, largest = (pick(sizes, key=lambda z: sizes[z]["parameters"]) for pick in (min, max))
-        (ss, sl), (ls, ll) = (small_minus_large(sizes[size]["rows"]) for size in (smallest, largest))
+        (ss, sl), (ls, ll) = (small_and_large(sizes[size]["rows"]) for size in (smallest, largest))
         e["size_population_interaction"] = bootstrap(lambda m: (m["ls"] - m["ll"]) - (m["ss"] - m["sl"]),
                                                      {"ss": ss, "sl": sl, "ls": ls, "ll": ll})
         e["size_pretrain_losses"] = (sizes[smallest].get("pretrain_loss"), sizes[largest].get("pretrain_loss"))
     return e
-
-
-def run_flags_for_analyses(args: Args) -> list[str]:
-    """The evaluation flags of the runs, for the analysis commands (same data, problems and decoding)."""
-    return [item for name in EVAL_FLAGS for item in (f"--{name.replace('_', '-')}", str(getattr(args, name)))]
 
 
 def plot_curves(out: Path, curves: dict, k_max: int):
@@ -1129,225 +1448,115 @@ def plot_paths(out: Path, runs: dict, k: int):
                  panels=(2, 2))
 
 
-def cmd_reproduce(argv):
-    parser = argparse.ArgumentParser(
-        prog="eval.py reproduce", description="the paper's experiment set, REPORT.md with a verdict per claim",
-        epilog="Any other flag goes to every es_grpo.py run (e.g. --preset paper --model Qwen/Qwen2.5-1.5B-Instruct "
-               "--data train.jsonl --eval-data test.jsonl --device cuda). Finished runs with the same settings "
-               "in OUT/runs are reused, interrupted ones resumed.")
-    parser.add_argument("--out", default="report", help="report folder (runs, analyses, REPORT.md)")
-    parser.add_argument("--quick", action="store_true", help="one seed and tiny budgets (the test suite's)")
-    parser.add_argument("--seeds", default="", help="comma-separated seeds (default 0,1,2; --quick: 0)")
-    parser.add_argument("--steps", type=int, default=0,
-                        help="updates of the two-stage schedules; the others follow (default 200; --quick: 4)")
-    parser.add_argument("--samples", type=int, default=0, help="samples per problem at each stage's end: Pass@K "
-                        "curves up to K = samples (default 256; --quick: 16)")
-    parser.add_argument("--diversity-problems", type=int, default=50, help="problems of the claim-2 measurement")
-    parser.add_argument("--diversity-samples", type=int, default=64,
-                        help="samples per problem, member and centre (claim 2; at least the population)")
-    parser.add_argument("--parts", default="claims", help="comma-separated: claims (the runs of claims 1-5 and "
-                        "the analyses: always), claim6 (ES with raw rewards, alpha chosen on dev, and with "
-                        "antithetic sampling, each seed: 42 min more on 2 CPU cores), paper-steps (GRPO at the "
-                        "learning rate that gives the paper's per-step ES/GRPO ratio, each seed: 17 min more), "
-                        "sizes (two more model sizes pretrained like the shipped one, each with the population "
-                        "sweep: about 23 min on 2 CPU cores), untied (the shipped model pretrained again with its own "
-                        "LM head, then trained by ES and GRPO, seed 0: drift per module kind; about 15 min). A part "
-                        "not asked for is still reported if OUT holds its runs. --plan lists the claims runs only")
-    parser.add_argument("--plan", action="store_true", help="print each run's flags and exit: to launch them with "
-                        "torchrun -m scale.train into OUT/runs, where this command then finds and reuses them")
-    namespace, run_flags = parser.parse_known_args(argv)
-    if set(namespace.parts.split(",")) - {"claims", "claim6", "paper-steps", "sizes", "untied"}:
-        parser.error(f"--parts {namespace.parts}: the parts are claims, claim6, paper-steps, sizes and untied")
-    quick, started = namespace.quick, time.time()
-    seeds = [int(s) for s in (namespace.seeds or ("0" if quick else "0,1,2")).split(",")]
-    steps = namespace.steps or (4 if quick else 200)
-    samples = namespace.samples or (16 if quick else 256)
-    small = ["--eval-problems", "4", "--heldout-problems", "2", "--es-population", "4", "--es-prompts", "4",
-             "--grpo-prompts", "4"] if quick else []
-    heldout = [] if quick else ["--heldout-problems", "20"]  # claim 5 is measured by forgetting_control
-    flags = [*small, *heldout, *run_flags, "--eval-samples", str(samples),
-             "--trajectory-samples", "8" if quick else "32"]
-    args = es_grpo.parse_args(flags)  # a bad flag stops here, before any run
-    if args.preset == "tiny" and not any(flag.startswith("--grpo-lr") for flag in run_flags):
-        flags, args = [*CALIBRATED_GRPO, *flags], es_grpo.parse_args([*CALIBRATED_GRPO, *flags])
-    k = min(32, args.trajectory_samples)
-    out, updates = Path(namespace.out), schedules(args, steps)
-    seeds_of = {name: seeds[:1] if name == "es-grpo" else seeds for name in updates}  # ES->GRPO: in no verdict
-    for seed in seeds:
-        for name, count in ((name, count) for name, count in updates.items() if seed in seeds_of[name]):
-            every = str(max(1, round(count / (2 if quick else 12))))  # a dozen points on each path (quick: 2)
-            run_argv = [*flags, "--algo", name, "--steps", str(count), "--seed", str(seed), "--eval-every", every]
-            folder = out / "runs" / f"{name}-s{seed}"
-            if namespace.plan:
-                print(" ".join([*run_argv, "--out", str(folder)]))
-                continue
-            log(f"reproduce: {name}, seed {seed}, {count} updates")
-            train_run(folder, run_argv)
-    if namespace.plan:
-        return []
-    log(f"reproduce: the null ES run (rewards shuffled across members), seed {seeds[0]}")
-    null_model = str(out / "runs" / f"es-null-s{seeds[0]}" / "stage1-es")
-    train_run(Path(null_model).parent, [*flags, "--algo", "es", "--steps", str(updates["es"]), "--seed", str(seeds[0]),
-                                        "--es-null"])
-    runs = load_runs(out / "runs", seeds_of, k)
-    analyses_out, base_model = out / "analyses", args.model or "tiny"
-    cheap = [*run_flags_for_analyses(args), "--eval-samples", str(min(samples, 64))]
-    es_models = [str(out / "runs" / f"es-s{seed}" / "stage1-es") for seed in seeds]
-    grpo_models = [str(out / "runs" / f"grpo-s{seed}" / "stage1-grpo") for seed in seeds]
-    drift_rows = cmd_drift([base_model, es_models[0], grpo_models[0], null_model, *cheap,
-                            "--out", str(analyses_out / "drift")])
-    base_weights = named_weights(load(base_model, args)[0])
-
-    es_drifts = [drift(base_weights, named_weights(load(es, args)[0]))["total"] for es in es_models]
-
-    def drift_ratio_over_seeds(grpo_of_seed: list[str]):  # ES's drift over GRPO's, seed for seed, with its interval
-        return bootstrap(lambda m: m["r"], {"r": np.array([[  # (seeds, 1)
-            es_drift / drift(base_weights, named_weights(load(grpo, args)[0]))["total"]]
-            for es_drift, grpo in zip(es_drifts, grpo_of_seed)])})
-    drift_ratio = drift_ratio_over_seeds(grpo_models)
-    sparsity = cmd_sparsity([base_model, es_models[0], "--null", null_model, *cheap,
-                             *(["--zeroed", f"0.5,{PAPER_SPARSITY}"] if quick else []),
-                             "--out", str(analyses_out / "sparsity")])
-    forgetting = forgetting_control(base_model, es_models, grpo_models, dataclasses.replace(
-        args, eval_samples=min(samples, 64)), 5 if quick else 200, analyses_out / "forgetting")
-    population = 4 if quick else args.es_population
-    diversity_rows = cmd_diversity([base_model, *cheap, "--population", str(population),
-                                    "--samples", str(max(population, 4 if quick else namespace.diversity_samples)),
-                                    "--eval-problems", str(3 if quick else namespace.diversity_problems),
-                                    "--sigmas", ",".join(f"{args.es_sigma * f:g}" for f in (0.3, 1, 3)),
-                                    "--out", str(analyses_out / "diversity")])
-    diversity = diversity_rows[f"sigma={args.es_sigma:g}"]
-    cmd_curves([str(out / "runs" / f"{name}-s{seeds[0]}") for name in updates]
-               + ["--out", str(analyses_out / "curves")])
-    sweep = population_sweep(out / "runs", [*small, *run_flags, "--eval-samples", str(min(samples, 64))],
-                             [2, 4] if quick else [8, 16, 32], sequences=64 if quick else 32 * 64 * 25,
-                             prompts=8 if quick else 64)
-    rows = comparisons(runs, k)
-    matched = grpo_at_gain(out / "runs", flags, seeds, rows["ES vs GRPO, at ES's Pass@1"]["where"])
-    curves = pass_at_k_curves(runs)
-    plot_curves(analyses_out / "pass_at_k", curves, samples)
-    plot_paths(analyses_out / "paths", runs, k)
-    parts = set(namespace.parts.split(","))
-    arms, es_updates = None, updates["es"]
-    trained = all((out / "runs" / f"es-{arm}-s{seed}" / "summary.json").exists() for arm in ("raw", "antithetic")
-                  for seed in seeds)
-    if "claim6" in parts or trained:
-        log("reproduce: claim 6, ES with raw rewards (alpha chosen on dev) and with antithetic sampling")
-        arms = hyperparameter_arms(out / "runs", flags, seeds, es_updates, max(1, es_updates // 3),
-                                   (8, 80) if quick else RAW_ALPHA_SCALES)
-    sizes = None
-    if "sizes" in parts or (out / "models" / "larger" / "pretrain.json").exists():
-        sizes = size_sweeps(out, [*small, *run_flags, "--eval-samples", str(min(samples, 64))],
-                            [2, 4] if quick else [8, 16, 32], 64 if quick else 32 * 64 * 25, 8 if quick else 64,
-                            sweep, ["--steps", "2", "--batch", "8"] if quick else [])
-    untied = None
-    if "untied" in parts or (out / "models" / "untied" / "pretrain.json").exists():
-        untied = untied_drift(out, flags, seeds[0], updates["es"], updates["grpo"], cheap,
-                              ["--steps", "2", "--batch", "8"] if quick else [])
-    evidence = reproduction_evidence(runs, rows, k, drift_ratio, drift_rows, sparsity, diversity, forgetting, sweep,
-                                     arms, sizes)
-    if matched["updates"]:
-        evidence["drift_ratio_matched_pass1"] = drift_ratio_over_seeds(matched["models"])
-        evidence["matched_grpo_updates"] = matched["updates"]
-        evidence["matched_grpo_pass1_gain"] = bootstrap(lambda m: m["g"] - m["b"], {
-            "g": finals_array(matched["finals"], samples, 1), "b": finals_array(runs["es"]["base"], samples, 1)})
-    paper_lr = args.es_alpha * math.sqrt(args.es_population - 1) / args.es_population / PAPER_STEP_RATIO
-    folders = [out / "runs" / f"grpo-paper-steps-s{seed}" for seed in seeds]
-    if "paper-steps" in parts or all((folder / "summary.json").exists() for folder in folders):
-        log(f"reproduce: GRPO at lr {paper_lr:.3g}, the paper's per-step ratio to ES ({PAPER_STEP_RATIO:.1f})")
-        for seed, folder in zip(seeds, folders):
-            train_run(folder, [*flags, "--algo", "grpo", "--grpo-lr", f"{paper_lr:.3g}", "--steps",
-                               str(updates["grpo"]), "--seed", str(seed)])
-        evidence["drift_ratio_paper_steps"] = drift_ratio_over_seeds([str(f / "stage1-grpo") for f in folders])
-        evidence["paper_steps_lr"] = paper_lr
-    claims = verdicts(evidence)
-    write_report(out, argv, seeds, runs, rows, curves, diversity_rows, drift_rows, sparsity, forgetting, sweep,
-                 claims, k, samples, time.time() - started, arms, sizes, untied)
-    (out / "report.json").write_text(json.dumps(
-        {"argv": argv, "seeds": seeds, "updates": updates, "claims": claims, "evidence": evidence,
-         "comparisons": rows, "curves": curves, "sweep": {n: {k2: v for k2, v in r.items() if k2 != "correct"}
-                                                          for n, r in sweep.items()}}, indent=1, default=float))
-    log(f"wrote {out / 'REPORT.md'}")
-    return claims
-
-
 def mean_std(values: list[float]) -> str:
     return f"{np.mean(values):.3f} ± {np.std(values, ddof=1):.3f}" if len(values) > 1 else f"{values[0]:.3f}"
 
 
-def write_report(out: Path, argv, seeds, runs, rows, curves, diversity_rows, drift_rows, sparsity, forgetting, sweep,
-                 claims, k, samples, seconds, arms=None, sizes=None, untied=None):
-    n = samples
-    config = runs["es"]["config"]
-    under = lambda rows: {  # noqa: E731  models under OUT named as from REPORT.md, the base model as given
-        str(Path(name).relative_to(out)) if Path(name).is_relative_to(out) else name: row for name, row in rows.items()}
-    budget = {}
-    for name, run in runs.items():
-        stages = " + ".join(f"{u} {s.upper()}" for s, u in run["stages"])
-        budget[LABELS[name]] = {"updates": stages, **{key: mean_std(run["totals"][key]) for key in run["totals"]},
-                                "trajectory every": f"{run['config']['eval_every']} updates"}
-    table = {"base": runs["es"]["base"], **{name: run["finals"] for name, run in runs.items()}}
-    results = {}
-    for name, rows_ in table.items():
-        results[LABELS[name]] = {f"pass@{kk}": mean_std([float(per_problem(r["correct"], n, kk).mean()) for r in rows_])
-                                 for kk in (1, k, n)}
-        results[LABELS[name]]["maj@16"] = mean_std([r["maj@16"] for r in rows_])
-        results[LABELS[name]]["entropy"] = mean_std([r["entropy"] for r in rows_])
-        families = heldout_families(rows_[0])
-        for key in families:
-            results[LABELS[name]][f"{key} pass@{k}"] = mean_std(
-                [float(per_problem(r[key]["correct"], n, k).mean()) for r in rows_])
-    columns = list(next(iter(results.values())))
-    fair = {name: {"where": f"{row['where']:,.0f}" if row["where"] == row["where"] else "never reached",
-                   "Pass@1 difference": shown(row["pass@1"]), f"Pass@{k} difference": shown(row[f"pass@{k}"])}
-            for name, row in rows.items()}
-    overtakes = {LABELS[name]: {"base overtakes at K": curve["base_overtakes_at_K"] or "never (K <= n)",
-                                f"base minus model at K={n}": shown(curve[f"base_minus_model_at_{n}"])}
-                 for name, curve in curves.items() if name != "base"}
-    diversity = {name: {key: (shown((row[key], *row[key + "_ci"]), 4) if key + "_ci" in row else f"{row[key]:.4f}")
-                        for key in ("js_succ", "js_pol", "predicted", "gain", "ratio", "gain_vs_centre")}
-                 for name, row in diversity_rows.items()}
-    first = next(iter(diversity_rows.values()))
-    lines = [
+def write_report(evidence: Evidence):
+    """OUT/REPORT.md, section by section, and OUT/report.json."""
+    sections = (report_header, budgets_section, claims_section, models_section, curves_section, matched_section,
+                diversity_section, drift_section, forgetting_section, claim6_section, sizes_section)
+    lines = [line for section in sections for line in section(evidence)]
+    out, plan = evidence.plan.out, evidence.plan
+    (out / "REPORT.md").write_text("\n".join(lines) + "\n")
+    sweep = {name: {key: value for key, value in row.items() if key != "correct"}
+             for name, row in evidence.sweep.items()}
+    (out / "report.json").write_text(json.dumps(
+        {"argv": plan.argv, "seeds": plan.seeds, "updates": plan.updates, "claims": evidence.claims,
+         "evidence": evidence.values, "comparisons": evidence.rows, "curves": evidence.curves, "sweep": sweep},
+        indent=1, default=float))
+
+
+def report_header(evidence: Evidence) -> list[str]:
+    plan, config = evidence.plan, evidence.runs["es"]["config"]
+    seconds = time.time() - plan.started
+    calibrated = (" (calibrated on the `dev` split: README, \"How the tiny preset was chosen\"; the other settings "
+                  "of the tiny preset were tuned there too). Nothing was tuned on the evaluation problems."
+                  if config["preset"] == "tiny" else ".")
+    return [
         "# Reproduction report", "",
-        f"Command: `python eval.py reproduce {' '.join(argv)}`, {seconds / 60:.0f} min on this machine for this "
+        f"Command: `python eval.py reproduce {' '.join(plan.argv)}`, {seconds / 60:.0f} min on this machine for this "
         "invocation (a run already finished in runs/ with the same settings is reused, not retrained: training "
         f"times are in the Budgets table). Seeds "
-        f"{seeds} (ES->GRPO: the first only; it enters no verdict); model `{config['model'] or 'tiny_model/'}`; "
+        f"{plan.seeds} (ES->GRPO: the first only; it enters no verdict); model `{config['model'] or 'tiny_model/'}`; "
         f"settings: preset `{config['preset']}` of es_grpo.py plus the flags above (and those shown in runs/*/"
         f"config.json). Evaluation: the `{config['eval_split']}` split, {config['eval_problems']} problems, "
-        f"{n} samples per problem at temperature {config['eval_temperature']} at each stage's end, "
+        f"{plan.samples} samples per problem at temperature {config['eval_temperature']} at each stage's end, "
         f"{config['trajectory_samples']} at the trajectory points; unbiased Pass@K from per-problem counts. "
-        f"GRPO's learning rate: {config['grpo_lr']:g}"
-        + (" (calibrated on the `dev` split: README, \"How the tiny preset was chosen\"; the other settings of the "
-           "tiny preset were tuned there too). Nothing was tuned on the evaluation problems." if config["preset"] ==
-           "tiny" else "."), "",
+        f"GRPO's learning rate: {config['grpo_lr']:g}" + calibrated, "",
         "**Intervals and verdicts.** Every interval is a 95% paired bootstrap: each of 1,000 draws resamples the "
         "seeds and the problems with replacement, the same draw for every model compared. One set of margins "
         f"for all claims: *raises* / *falls*: the interval is above / below 0; *keeps*: its lower end is above "
         f"-{TOLERANCE}; *about equal* (ratios): inside [{RATIO_BAND[0]:g}, {RATIO_BAND[1]:g}] times the "
         "reference. A claim is *reproduced* when every condition holds, *not reproduced* when one clearly fails "
-        "(the whole interval on the wrong side), *inconclusive* otherwise.", "",
+        "(the whole interval on the wrong side), *inconclusive* otherwise.", ""]
+
+
+def budgets_section(evidence: Evidence) -> list[str]:
+    budget = {}
+    for name, run in evidence.runs.items():
+        stages = " + ".join(f"{u} {s.upper()}" for s, u in run["stages"])
+        budget[LABELS[name]] = {"updates": stages, **{key: mean_std(run["totals"][key]) for key in run["totals"]},
+                                "trajectory every": f"{run['config']['eval_every']} updates"}
+    return [
         "## Budgets", "",
         "Per run, mean ± std over seeds: sequences, tokens and seconds over all stages (training only). GRPO->ES "
         "and ES->GRPO split their updates evenly (the paper); ES alone gets GRPO->ES's sequences; GRPO alone "
         "runs twice GRPO->ES's updates, so that its path holds the matched points (matching its sequences to "
         "ES's would take about 8x more GRPO updates: compute is matched where the one that spent less ends).", "",
-        markdown_table(budget, list(next(iter(budget.values()))), "schedule"), "",
-        "## Claims", "", "| claim | verdict | numbers, 95% intervals |", "|---|---|---|",
-        *[f"| {claim} | **{result}** | {numbers} |" for claim, result, numbers in claims], "",
-        "## Models at the end of each schedule", "",
-        f"Mean ± std over seeds; held-out families: Pass@{k}.", "",
-        markdown_table(results, columns, "model"), "",
-        f"## Pass@K curves, K = 1..{n}", "", "![pass@k](analyses/pass_at_k/pass_at_k.png)", "",
-        markdown_table(overtakes, list(next(iter(overtakes.values()))), "model"), "",
+        markdown_table(budget, list(next(iter(budget.values()))), "schedule"), ""]
+
+
+def claims_section(evidence: Evidence) -> list[str]:
+    return ["## Claims", "", "| claim | verdict | numbers, 95% intervals |", "|---|---|---|",
+            *[f"| {claim} | **{result}** | {numbers} |" for claim, result, numbers in evidence.claims], ""]
+
+
+def models_section(evidence: Evidence) -> list[str]:
+    n, k, runs = evidence.plan.samples, evidence.plan.k, evidence.runs
+    table = {"base": runs["es"]["base"], **{name: run["finals"] for name, run in runs.items()}}
+    results = {}
+    for name, rows in table.items():
+        row = {f"pass@{kk}": mean_std([float(per_problem(r["correct"], n, kk).mean()) for r in rows])
+               for kk in (1, k, n)}
+        row["maj@16"], row["entropy"] = mean_std([r["maj@16"] for r in rows]), mean_std([r["entropy"] for r in rows])
+        for key in heldout_families(rows[0]):
+            row[f"{key} pass@{k}"] = mean_std([float(per_problem(r[key]["correct"], n, k).mean()) for r in rows])
+        results[LABELS[name]] = row
+    return ["## Models at the end of each schedule", "", f"Mean ± std over seeds; held-out families: Pass@{k}.", "",
+            markdown_table(results, list(next(iter(results.values()))), "model"), ""]
+
+
+def curves_section(evidence: Evidence) -> list[str]:
+    n = evidence.plan.samples
+    overtakes = {LABELS[name]: {"base overtakes at K": curve["base_overtakes_at_K"] or "never (K <= n)",
+                                f"base minus model at K={n}": shown(curve[f"base_minus_model_at_{n}"])}
+                 for name, curve in evidence.curves.items() if name != "base"}
+    return [f"## Pass@K curves, K = 1..{n}", "", "![pass@k](analyses/pass_at_k/pass_at_k.png)", "",
+            markdown_table(overtakes, list(next(iter(overtakes.values()))), "model"), ""]
+
+
+def matched_section(evidence: Evidence) -> list[str]:
+    k, config = evidence.plan.k, evidence.runs["es"]["config"]
+    fair = {name: {"where": f"{row['where']:,.0f}" if row["where"] == row["where"] else "never reached",
+                   "Pass@1 difference": shown(row["pass@1"]), f"Pass@{k} difference": shown(row[f"pass@{k}"])}
+            for name, row in evidence.rows.items()}
+    return [
         "## Matched comparisons along the paths", "",
         "Each row: the first model at its end minus the second's path where it matches the first on compute "
         f"(updates, sequences or training seconds) or on Pass@1 (where = the matching point's value: sequences "
         f"for Pass@1). Paths: a point every few updates ({config['trajectory_samples']} samples per problem) and "
         "each stage's end.", "",
         "![paths](analyses/paths/paths.png)", "",
-        markdown_table(fair, list(next(iter(fair.values()))), "comparison"), "",
+        markdown_table(fair, list(next(iter(fair.values()))), "comparison"), ""]
+
+
+def diversity_section(evidence: Evidence) -> list[str]:
+    keys = ("js_succ", "js_pol", "predicted", "gain", "ratio", "gain_vs_centre")
+    diversity = {name: {key: (shown((row[key], *row[key + "_ci"]), 4) if key + "_ci" in row else f"{row[key]:.4f}")
+                        for key in keys} for name, row in evidence.diversity.items()}
+    first = next(iter(evidence.diversity.values()))
+    return [
         "## Claim 2: the population's coverage, measured without bias", "",
         f"Base model, N = {first['population']} members, {first['samples']} samples per problem for each member "
         f"and for the centre (each its own sampling noise), {first['problems']} problems; intervals over problems. "
@@ -1356,31 +1565,41 @@ def write_report(out: Path, argv, seeds, runs, rows, curves, diversity_rows, dri
         "the unperturbed model's unbiased Pass@N. The plug-in JS_succ is biased up by about (1 - 1/N) / (2 x "
         "samples) nats per problem. The `disagreement` logged during ES training (greedy 0/1 successes) is not "
         "JS_succ.", "",
-        "![diversity](analyses/diversity/diversity.png)", "",
-        markdown_table(diversity, ["js_succ", "js_pol", "predicted", "gain", "ratio", "gain_vs_centre"], "noise"), "",
+        "![diversity](analyses/diversity/diversity.png)", "", markdown_table(diversity, list(keys), "noise"), ""]
+
+
+def drift_section(evidence: Evidence) -> list[str]:
+    out, seed = evidence.plan.out, evidence.plan.seeds[0]
+    under = lambda rows: {  # noqa: E731  models under OUT named as from REPORT.md, the base model as given
+        str(Path(name).relative_to(out)) if Path(name).is_relative_to(out) else name: row for name, row in rows.items()}
+    drifts, untied, sparsity = evidence.drift["drift"], evidence.untied, evidence.sparsity
+    untied_lines = ["With an LM head of its own (the shipped model pretrained again with `--no-tie-embeddings`; "
+                    f"seed {seed}'s ES and GRPO runs on it):", "",
+                    markdown_table(under(untied["drift"]), list(next(iter(untied["drift"].values()))), "model"), "",
+                    *module_ranking(untied["drift"])] if untied else []
+    return [
         "## Drift, sparsity, population sweep (claims 4 and 6)", "",
-        f"Seed {seeds[0]}'s ES and GRPO models: relative L2 drift from the base model per module kind (the ratio "
+        f"Seed {seed}'s ES and GRPO models: relative L2 drift from the base model per module kind (the ratio "
         "in the claims table: over seeds); the ES update with its smallest coordinates zeroed (tau a quantile "
         "of |delta|) against a random mask of the same sparsity; ES populations at equal sequences.", "",
-        markdown_table(under(drift_rows["drift"]), list(next(iter(drift_rows["drift"].values()))), "model"), "",
-        *module_ranking(drift_rows["drift"]),
-        *(["With an LM head of its own (the shipped model pretrained again with `--no-tie-embeddings`; seed "
-           f"{seeds[0]}'s ES and GRPO runs on it):", "",
-           markdown_table(under(untied["drift"]), list(next(iter(untied["drift"].values()))), "model"), "",
-           *module_ranking(untied["drift"])] if untied else []),
+        markdown_table(under(drifts), list(next(iter(drifts.values()))), "model"), "", *module_ranking(drifts),
+        *untied_lines,
         markdown_table(sparsity["rows"], ["mask", "sparsity", "pass@1", "pass@1_kept", "gain_kept"], "update"), "",
-        markdown_table(sweep, ["updates", "sequences", "pass@1", "pass@16", "pass@64"], "population"), "",
-        "![drift](analyses/drift/drift.png)", "", "![sparsity](analyses/sparsity/sparsity.png)", "",
+        markdown_table(evidence.sweep, ["updates", "sequences", "pass@1", "pass@16", "pass@64"], "population"), "",
+        "![drift](analyses/drift/drift.png)", "", "![sparsity](analyses/sparsity/sparsity.png)", ""]
+
+
+def forgetting_section(evidence: Evidence) -> list[str]:
+    forgetting = evidence.forgetting
+    left_out = ", ".join(f"{t} {p:.2f}" for t, p in forgetting["saturated"].items()) or "none"
+    return [
         "## Forgetting, with a control (claim 5)", "",
-        f"Held-out families the base model does not already solve (Pass@1 < {SATURATED}; left out: "
-        f"{', '.join(f'{t} {p:.2f}' for t, p in forgetting['saturated'].items()) or 'none'}), "
+        f"Held-out families the base model does not already solve (Pass@1 < {SATURATED}; left out: {left_out}), "
         f"{forgetting['problems']} problems each, {forgetting['samples']} samples; each seed's ES and GRPO model, "
         "and the base model plus Gaussian noise with each tensor's RMS equal to that seed's ES update.", "",
         "![forgetting](analyses/forgetting/forgetting.png)", "",
         markdown_table(forgetting["means"], list(next(iter(forgetting["means"].values()))), "model"), "",
-        "![training curves](analyses/curves/curves.png)", "", *claim6_section(arms, runs, n, k),
-        *sizes_section(sizes)]
-    (out / "REPORT.md").write_text("\n".join(lines) + "\n")
+        "![training curves](analyses/curves/curves.png)", ""]
 
 
 def module_ranking(drifts: dict) -> list[str]:
@@ -1395,8 +1614,9 @@ def module_ranking(drifts: dict) -> list[str]:
         ["This model ties its LM head to its embeddings, so the two are one kind here.", ""] if tied else [])
 
 
-def sizes_section(sizes: dict | None) -> list[str]:
+def sizes_section(evidence: Evidence) -> list[str]:
     """REPORT.md's lines on population against model size (eval.py reproduce --parts ...,sizes)."""
+    sizes = evidence.sizes
     if not sizes:
         return []
     table = sizes_table(sizes)
@@ -1410,8 +1630,9 @@ def sizes_section(sizes: dict | None) -> list[str]:
             markdown_table(table, list(next(iter(table.values()))), "model"), ""]
 
 
-def claim6_section(arms: dict | None, runs: dict, n: int, k: int) -> list[str]:
+def claim6_section(evidence: Evidence) -> list[str]:
     """REPORT.md's lines on z-scoring and antithetic sampling (eval.py reproduce --parts claims,claim6)."""
+    arms, runs, n, k = evidence.arms, evidence.runs, evidence.plan.samples, evidence.plan.k
     if not arms:
         return ["## Claim 6: z-scoring and antithetic sampling", "",
                 "Not measured in this report: `python eval.py reproduce --parts claims,claim6` trains its runs.", ""]

@@ -63,7 +63,8 @@ def es_runner(model, tokenizer, args, problems):
     params = list(model.parameters())
     master = es_grpo.master_weights(params)
     counter = iter(range(10**6))
-    return lambda: es_grpo.es_step(model, params, master, tokenizer, problems[:args.es_prompts], args, next(counter))
+    run, state = es_grpo.Context(args, model, tokenizer), es_grpo.ESState(params, master)
+    return lambda: es_grpo.es_step(run, state, problems[:args.es_prompts], next(counter))
 
 
 def grpo_runner(model, tokenizer, args, problems):
@@ -75,8 +76,8 @@ def grpo_runner(model, tokenizer, args, problems):
     def step():
         seed = next(counter)
         start = seed * args.grpo_prompts % (len(problems) - args.grpo_prompts)
-        return es_grpo.grpo_step(model, reference, optimizer, tokenizer, problems[start:start + args.grpo_prompts],
-                                 args, seed)
+        return es_grpo.grpo_step(es_grpo.Context(args, model, tokenizer), es_grpo.GRPOState(optimizer, reference),
+                                 problems[start:start + args.grpo_prompts], seed)
     return step
 
 
@@ -89,8 +90,7 @@ def bench_es(repeats: int) -> list[tuple]:
     tokens = {}
 
     def inference():
-        roll = es_grpo.rollout(model, tokenizer, prompts, max_new_tokens=args.max_new_tokens,
-                               batch_size=args.rollout_batch)
+        roll = es_grpo.rollout(model, tokenizer, prompts, args.sampling("es", 0))
         tokens["inference"] = roll.tokens
 
     batched, one_by_one = (es_runner(model, tokenizer, dataclasses.replace(args, es_batched=mode), problems)
@@ -127,8 +127,7 @@ def bench_profile(repeats: int) -> list[str]:
         for round_ in range(repeats + 1):
             spent.clear()
             total = timed(step)
-            plain = timed(lambda: es_grpo.rollout(model, tokenizer, prompts, max_new_tokens=args.max_new_tokens,
-                                                  batch_size=args.rollout_batch))
+            plain = timed(lambda: es_grpo.rollout(model, tokenizer, prompts, args.sampling("es", 0)))
             if round_:
                 rows.append({**spent, "batched generation and stacking (the rest)": total - sum(spent.values()),
                              "whole iteration": total, "plain generation of the same rows, for comparison": plain})
@@ -201,9 +200,8 @@ def bench_eval(repeats: int) -> list[tuple]:
     _, evaluation, _ = es_grpo.evaluation_sets(args, tokenizer)
     prompts = [es_grpo.prompt_text(p, tokenizer) for p in evaluation for _ in range(args.eval_samples)]
     medians = alternate({
-        "eval": lambda: es_grpo.evaluate(model, tokenizer, evaluation, args),
-        "raw": lambda: es_grpo.rollout(model, tokenizer, prompts, temperature=args.eval_temperature,
-                                       max_new_tokens=args.max_new_tokens, batch_size=args.rollout_batch)}, repeats)
+        "eval": lambda: es_grpo.evaluate(es_grpo.Context(args, model, tokenizer), evaluation),
+        "raw": lambda: es_grpo.rollout(model, tokenizer, prompts, args.sampling("eval", args.seed))}, repeats)
     return [("Pass@K evaluation throughput / raw batched generation throughput (100 problems x 64 samples)",
              medians["raw"], medians["eval"], ">= 0.9", "ratio = raw seconds / evaluation seconds")]
 
@@ -243,8 +241,7 @@ def child(kind: str, size: str):
     rows = args.es_population * args.es_prompts
     if kind == "inference":
         prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems[:args.es_prompts]] * args.es_population
-        run = lambda: es_grpo.rollout(model, tokenizer, prompts, max_new_tokens=args.max_new_tokens,
-                                      batch_size=args.rollout_batch)
+        run = lambda: es_grpo.rollout(model, tokenizer, prompts, args.sampling("es", 0))
     elif kind.startswith("es"):  # es: the automatic choice; es-off: member by member
         run = es_runner(model, tokenizer, dataclasses.replace(args, es_batched="off") if kind == "es-off" else args,
                         problems)
@@ -287,12 +284,12 @@ def bench_precision(samples: int = 8) -> list[str]:
     args = es_grpo.Args()
     prompts = [es_grpo.prompt_text(p, tokenizer) for p in es_grpo.generate_problems("countdown", 64, seed=3)]
     with torch.no_grad():
-        roll = es_grpo.rollout(model, tokenizer, [p for p in prompts for _ in range(samples)], temperature=1.0,
-                               max_new_tokens=args.max_new_tokens, seed=0)
+        roll = es_grpo.rollout(model, tokenizer, [p for p in prompts for _ in range(samples)],
+                               args.sampling("grpo", 0))
         full, _ = es_grpo.token_logprobs(model, roll)  # (B, T)
         low, _ = es_grpo.token_logprobs(half, roll)  # (B, T)
     log_ratio = (low.float() - full)[roll.completion_mask.bool()]  # (tokens,)
-    greedy = [es_grpo.rollout(m, tokenizer, prompts, max_new_tokens=args.max_new_tokens).texts for m in (model, half)]
+    greedy = [es_grpo.rollout(m, tokenizer, prompts, args.sampling("es", 0)).texts for m in (model, half)]
     return ["bfloat16 against float32 weights, tiny model, GRPO's sampled tokens "
             f"({int(roll.completion_mask.sum())} tokens of {len(roll.texts)} completions):",
             f"- |log p_bf16 - log p_fp32| per token: mean {log_ratio.abs().mean():.4f}, 99th percentile "

@@ -102,15 +102,16 @@ def vllm_rows(check: CheckArgs, tokenizer, problems, args, device: str, make_bac
             torch.cuda.synchronize()
         member_seconds.append(time.time() - tick)
     es_grpo.set_weights(members, master)
-    step = functools.partial(es_grpo.es_step, model, members, master, tokenizer, problems, args, generate=backend)
+    step = functools.partial(es_grpo.es_step, es_grpo.Context(args, model, tokenizer, backend),
+                             es_grpo.ESState(members, master), problems)
     rows = [row("es, vLLM", params, *timed_updates("es (vLLM)", step, check.updates, device), device,
                 f"{statistics.median(member_seconds):.3f} s per member")]
     model = model.to(device)
     params = list(model.parameters())
     reference = build(check, torch.float32, device).requires_grad_(False)
     optimizer = torch.optim.AdamW(params, lr=args.grpo_lr)
-    step = functools.partial(es_grpo.grpo_step, model, reference, optimizer, tokenizer, problems, args,
-                             generate=backend)
+    step = functools.partial(es_grpo.grpo_step, es_grpo.Context(args, model, tokenizer, backend),
+                             es_grpo.GRPOState(optimizer, reference), problems)
     rows.append(row("grpo, vLLM", params, *timed_updates("grpo (vLLM)", step, check.updates, device), device))
     backend.shutdown()
     print(f"vLLM logged {warnings.count} warnings while weights were loaded into the engine ({warnings.loads} "
@@ -153,11 +154,13 @@ def main(argv=None, make_backend=None):
         params = list(model.parameters())
         if algo == "es":
             master = es_grpo.master_weights(params)
-            step = functools.partial(es_grpo.es_step, model, params, master, tokenizer, problems, args)
+            step = functools.partial(es_grpo.es_step, es_grpo.Context(args, model, tokenizer),
+                                     es_grpo.ESState(params, master), problems)
         else:
             reference = build(check, torch.float32, device).requires_grad_(False)
             optimizer = torch.optim.AdamW(params, lr=args.grpo_lr)
-            step = functools.partial(es_grpo.grpo_step, model, reference, optimizer, tokenizer, problems, args)
+            step = functools.partial(es_grpo.grpo_step, es_grpo.Context(args, model, tokenizer),
+                                     es_grpo.GRPOState(optimizer, reference), problems)
         rows.append(row(algo, params, *timed_updates(algo, step, check.updates, device), device))
         del model, params, step
         if device.startswith("cuda"):

@@ -139,7 +139,8 @@ def main(argv=None, launcher=Torchrun):
     in_engine_es = scale.rollout == "vllm" and config["algo"] == "es"  # the model is then only saved
     ranks = launcher(scale.grpo_fsdp, scale.check_every, scale.dist_timeout, config=vars(scale),
                      engine=generate if scale.rollout == "vllm" else None, model_device="cpu" if in_engine_es else None)
-    return es_grpo.run(args, generate, ranks)
+    es_weights = generate.es_weights if scale.rollout == "vllm" else None  # ES's members: the engine's weights
+    return es_grpo.run(args, generate, ranks, es_weights)
 
 
 if __name__ == "__main__":

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 
 import torch
 
-from es_grpo import Rollout, eos_ids
+from es_grpo import Rollout, Sampling, eos_ids
 
 
 class WeightSync:
@@ -161,23 +161,23 @@ class VLLMRollout:
             self.synced = identity
 
     def es_weights(self, model) -> list[EngineWeight]:
-        """ES inside the engine (es_grpo.train_stage asks for this): one EngineWeight per parameter of the
+        """ES inside the engine (run()'s es_weights hook): one EngineWeight per parameter of the
         model, in its order. A member is built in the engine from the fp32 master and its seed, per tensor
         (master + sigma * eps, eps drawn on the engine's device), restored from the master, and updated there:
         only weights the model does not have. The model itself moves to host memory for the stage and follows
         the master when a checkpoint is saved."""
         self.start()
-        model.to("cpu")  # waits in host memory (es_grpo.train_stage brings it back when the stage ends)
+        model.to("cpu")  # waits in host memory (es_grpo.train_stage brings it back at the stage's end)
         self.sync(model)  # from here the model is unchanged until the stage saves, so no sync reloads it
         device = self.engine.collective_rpc("es_grpo_device")[0]
         return [EngineWeight(self, name, param, device) for name, param in model.named_parameters()]
 
     @torch.no_grad()
-    def __call__(self, model, tokenizer, prompts: list[str], *, temperature: float = 0.0, top_p: float = 1.0,
-                 max_new_tokens: int = 12, seed: int = 0, batch_size: int = 2048, first_row: int = 0,
+    def __call__(self, model, tokenizer, prompts: list[str], sampling: Sampling = Sampling(), first_row: int = 0,
                  total_rows: int | None = None) -> Rollout:
-        """batch_size is vLLM's to choose (it schedules by memory); each row's sampling seed depends on its
-        row in the whole batch, so a rank's share samples as it would in one process."""
+        """es_grpo.rollout's contract. sampling.batch_size is vLLM's to choose (it schedules by memory); each
+        row's sampling seed depends on its row in the whole batch, so a rank's share samples as it would in one
+        process."""
         self.start()  # a no-op after Torchrun.start; a process without torchrun creates the engine here
         self.sync(model)
         if self.stale_cache:
@@ -185,8 +185,9 @@ class VLLMRollout:
             self.stale_cache = False
         ids = tokenizer(prompts, add_special_tokens=tokenizer.chat_template is None)["input_ids"]
         stops = eos_ids(model, tokenizer)  # the tokenizer's EOS and generation_config's (end of turn)
-        params = [self.sampling_params(temperature=temperature, top_p=top_p, max_tokens=max_new_tokens,
-                                       seed=seed * 1_000_003 + first_row + row, stop_token_ids=stops)
+        params = [self.sampling_params(temperature=sampling.temperature, top_p=sampling.top_p,
+                                       max_tokens=sampling.max_new_tokens,
+                                       seed=sampling.seed * 1_000_003 + first_row + row, stop_token_ids=stops)
                   for row in range(len(prompts))]
         outputs = self.engine.generate([{"prompt_token_ids": x} for x in ids], params, use_tqdm=False)
         return completions_to_rollout(tokenizer, ids, [list(o.outputs[0].token_ids) for o in outputs],

@@ -1,6 +1,9 @@
 import contextlib
+import copy
 import importlib.util
 import io
+import json
+import logging
 import os
 import sys
 from pathlib import Path
@@ -26,6 +29,7 @@ if os.environ.get("ES_GRPO_FILE"):  # tests/exercises.py check: a student's copy
     spec.loader.exec_module(sys.modules["es_grpo"])
 
 import es_grpo  # noqa: E402
+from scale.vllm_rollout import WeightSync  # noqa: E402
 
 
 def in_process(main, *argv) -> SimpleNamespace:
@@ -90,3 +94,120 @@ def pytest_sessionfinish(session, exitstatus):
 def pytest_addoption(parser):
     parser.addoption("--fuzz-count", type=int, default=30_000,
                      help="completions per verifier in the fuzz test")
+
+
+def summary_of(out):
+    return [{k: v for k, v in stage.items() if k != "seconds"}
+            for stage in json.loads((out / "summary.json").read_text())["stages"]]
+
+
+def countdown_file(path, count, start=0):
+    path.write_text("".join(json.dumps({"numbers": [a, 2, 3], "target": a + 5}) + "\n"
+                            for a in range(start, start + count)))
+    return path
+
+
+GSM8K = [
+    {"question": "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
+                 "How many clips did Natalia sell altogether in April and May?",
+     "answer": "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips "
+               "altogether in April and May.\n#### 72"},
+    {"question": "Weng earns $12 an hour for babysitting. Yesterday, she just did 50 minutes of babysitting. "
+                 "How much did she earn?",
+     "answer": "Weng earns 12/60 = $<<12/60=0.2>>0.2 per minute.\nWorking 50 minutes, she earned 0.2 x 50 = "
+               "$<<0.2*50=10>>10.\n#### 10"},
+    {"question": "A company spends $1,200 a month. How much in a year?",
+     "answer": "12 * 1,200 = $<<12*1200=14400>>14,400\n#### 14,400"},
+]
+
+
+FUSED = {".q_proj.": ".qkv_proj.", ".k_proj.": ".qkv_proj.", ".v_proj.": ".qkv_proj.",
+         ".gate_proj.": ".gate_up_proj.", ".up_proj.": ".gate_up_proj."}  # vLLM 0.33.0 llama.py: hf_to_vllm_mapper
+
+
+VLLM_LOG = logging.getLogger("vllm.model_executor.models.utils")
+
+
+class FakeEngine:
+    """Stands in for vllm.LLM where bugs hide. It holds the weights as vLLM holds a Llama's (vllm/model_executor/
+    models/llama.py): q, k and v fused into one qkv_proj tensor, gate and up into gate_up_proj, and a tied LM
+    head not loaded by name (vLLM skips the alias). load_weights takes transformers names, one or many, and
+    writes each into its slice of the fused tensor; a name it does not know is an error. It decodes with a
+    transformers copy rebuilt from the fused tensors before each generation."""
+
+    def __init__(self, model, tokenizer, dtype=None):
+        self.model, self.tokenizer, self.generated_with, self.loads = copy.deepcopy(model), tokenizer, [], 0
+        self.slices, self.fused, parts = {}, {}, {}  # transformers name -> (vLLM name, rows); vLLM tensors
+        for name, param in model.named_parameters():
+            fused = next((name.replace(hf, vllm) for hf, vllm in FUSED.items() if hf in name), name)
+            parts.setdefault(fused, []).append((name, param.detach().clone()))
+        for fused, named in parts.items():
+            self.fused[fused] = torch.cat([tensor for _, tensor in named]).to(dtype or named[0][1].dtype)
+            start = 0
+            for name, tensor in named:
+                self.slices[name] = (fused, slice(start, start + len(tensor)))
+                start += len(tensor)
+        self.tied = model.config.tie_word_embeddings
+        engine = self
+
+        class Worker(WeightSync):
+            def get_model(self):
+                return SimpleNamespace(load_weights=engine.load_weights, parameters=lambda: iter(engine.fused.values()))
+
+        self.worker = Worker()
+
+    def load_weights(self, weights):
+        """As vLLM 0.33.0's AutoWeightsLoader: a warning for each tensor whose dtype narrows on the copy
+        (model_executor/models/utils.py:324-338), then the copy, which rounds as Tensor.copy_ does."""
+        self.loads += 1
+        for name, tensor in weights:
+            if name == "lm_head.weight" and self.tied:
+                continue
+            if name not in self.slices:
+                raise ValueError(f"There is no module or parameter named {name!r}")
+            fused, rows = self.slices[name]
+            target = self.fused[fused]
+            if target.dtype != tensor.dtype and not (target.dtype in (torch.float32, torch.float64)
+                                                     and tensor.dtype in (torch.float16, torch.bfloat16)):
+                VLLM_LOG.warning("Attempted to load weight %s with dtype %s into parameter with dtype %s",
+                                 name, tensor.dtype, target.dtype)
+            target[rows].copy_(tensor)
+
+    def transformers_weights(self) -> dict[str, torch.Tensor]:
+        return {name: self.fused[fused][rows] for name, (fused, rows) in self.slices.items()}
+
+    def collective_rpc(self, method, args=()):
+        return [getattr(self.worker, method)(*args)]
+
+    def reset_prefix_cache(self):
+        pass
+
+    @torch.no_grad()
+    def generate(self, prompts, params, use_tqdm):
+        """As vLLM's LLM.generate where bugs hide: prompts arrive as token ids and are used as such (never
+        re-tokenised), each request samples with its own seed, and a request stops at any of its
+        stop_token_ids, which stays in its token_ids (vllm/v1/core/sched/utils.py: check_stop)."""
+        assert all(prompt.keys() == {"prompt_token_ids"} for prompt in prompts)
+        assert len({p.seed for p in params}) == len(params)  # one seed per request, each its own
+        own = dict(self.model.named_parameters())
+        for name, tensor in self.transformers_weights().items():
+            own[name].data.copy_(tensor)
+        self.generated_with.append({name: tensor.clone() for name, tensor in self.transformers_weights().items()})
+        outputs = []
+        for prompt, p in zip(prompts, params):
+            ids, generator = list(prompt["prompt_token_ids"]), torch.Generator().manual_seed(p.seed)
+            completion = []
+            while len(completion) < p.max_tokens and not (completion and completion[-1] in p.stop_token_ids):
+                logits = self.model(input_ids=torch.tensor([ids + completion])).logits[:, -1].float()  # (1, V)
+                uniform = torch.rand(1, generator=generator)
+                completion.append(int(es_grpo.sample_tokens(logits, p.temperature, p.top_p, uniform)[0]))
+            outputs.append(SimpleNamespace(outputs=[SimpleNamespace(token_ids=completion)]))
+        return outputs
+
+
+def same_weights(engine: FakeEngine, model) -> bool:
+    return all(torch.equal(engine.transformers_weights()[name], p) for name, p in model.named_parameters())
+
+
+SMALL_RUN = ["--steps", "2", "--es-population", "2", "--es-prompts", "2", "--grpo-prompts", "2", "--grpo-group", "2",
+             "--eval-problems", "2", "--heldout-problems", "1", "--eval-samples", "16", "--max-new-tokens", "6"]

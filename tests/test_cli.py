@@ -1,10 +1,13 @@
 """The command line with tiny arguments, in this process (tests/test_reliability.py runs the script itself)."""
+import dataclasses
 import json
 import sys
 
 import pytest
+import torch
 
-from conftest import ROOT, TINY_RUN, in_process, run_es_grpo
+import es_grpo
+from conftest import GSM8K, ROOT, SMALL_RUN, TINY_RUN, in_process, run_es_grpo, summary_of
 
 
 def test_end_to_end_run_writes_summary_metrics_and_loadable_checkpoints(finished_run):
@@ -93,7 +96,7 @@ def test_pretrain_command_builds_a_loadable_model(tmp_path):
 
 def test_countdown_jsonl_data_and_a_chat_template_model_from_local_files(tmp_path):
     """A local folder with a chat template and a Countdown JSONL file (math data with a BPE chat model:
-    tests/test_paths.py)."""
+    test_a_bpe_chat_model_with_bos_and_an_end_of_turn_token_end_to_end)."""
     from tiny_model.pretrain import build_tiny_model
     model, tokenizer = build_tiny_model(seed=0)
     tokenizer.chat_template = ("{% for m in messages %}{{ m['content'] }}{% endfor %}"
@@ -154,3 +157,72 @@ def test_scale_is_a_package_its_entry_point_runs_with_dash_m(monkeypatch):
     monkeypatch.setattr(sys, "argv", ["scale/train.py", "--help"])
     result = in_process(lambda argv: runpy.run_module("scale.train", run_name="__main__"))
     assert result.returncode == 0 and "--rollout" in result.stdout and "--dist-timeout" in result.stdout
+
+
+def bpe_chat_model(folder):
+    """A byte-level BPE tokenizer that adds BOS, with a chat template whose end-of-turn token is not its EOS
+    (generation_config lists both, as Qwen2.5-Instruct does), and a small random Llama: built locally."""
+    from tokenizers import Tokenizer, decoders, models, pre_tokenizers, processors, trainers
+    from transformers import GenerationConfig, LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+    specials = ["<s>", "</s>", "<|im_end|>", "<pad>"]
+    backend = Tokenizer(models.BPE())
+    backend.pre_tokenizer, backend.decoder = pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel()
+    corpus = [record["question"] + " " + record["answer"] for record in GSM8K] * 5
+    backend.train_from_iterator(corpus, trainers.BpeTrainer(vocab_size=400, special_tokens=specials,
+                                                            initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
+    backend.post_processor = processors.TemplateProcessing(single="<s> $A", special_tokens=[("<s>", 0)])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>",
+                                        pad_token="<pad>")
+    tokenizer.chat_template = ("{{ bos_token }}{% for m in messages %}user: {{ m['content'] }}<|im_end|>{% endfor %}"
+                               "{% if add_generation_prompt %}assistant: {% endif %}")
+    ids = {token: tokenizer.convert_tokens_to_ids(token) for token in specials}
+    config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64, num_hidden_layers=1,
+                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
+                         bos_token_id=ids["<s>"], eos_token_id=ids["</s>"], pad_token_id=ids["<pad>"])
+    torch.manual_seed(0)
+    model = LlamaForCausalLM(config)
+    model.generation_config = GenerationConfig(bos_token_id=ids["<s>"], eos_token_id=[ids["</s>"], ids["<|im_end|>"]])
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    return ids
+
+
+def test_a_bpe_chat_model_with_bos_and_an_end_of_turn_token_end_to_end(tmp_path):
+    ids = bpe_chat_model(tmp_path / "chat")
+    model, tokenizer = es_grpo.load_model(str(tmp_path / "chat"))
+    assert es_grpo.eos_ids(model, tokenizer) == sorted([ids["</s>"], ids["<|im_end|>"]])
+    prompt = es_grpo.prompt_text({"task": "math", "question": GSM8K[0]["question"]}, tokenizer)
+    roll = es_grpo.rollout(model, tokenizer, [prompt], es_grpo.Sampling(max_new_tokens=4))
+    assert roll.prompt_ids[0, 0] == ids["<s>"] and roll.prompt_ids[0, 1] != ids["<s>"]  # one BOS, not two
+    head = torch.nn.Linear(32, len(tokenizer))  # a model that always ends its turn: it must stop there
+    with torch.no_grad():
+        head.weight.zero_()
+        head.bias.zero_()[ids["<|im_end|>"]] = 10.0
+    model.lm_head = head
+    ended = es_grpo.rollout(model, tokenizer, [prompt, prompt], es_grpo.Sampling(1.0, max_new_tokens=8))
+    assert ended.completion_ids[:, 0].tolist() == [ids["<|im_end|>"]] * 2 and ended.completion_mask.sum() == 2
+    data = tmp_path / "gsm8k.jsonl"
+    data.write_text("".join(json.dumps(record) + "\n" for record in GSM8K * 4))
+    out = tmp_path / "run"
+    result = run_es_grpo(*SMALL_RUN, "--model", str(tmp_path / "chat"), "--data", str(data), "--out", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert [s["name"] for s in summary_of(out)] == ["base", "grpo", "es"]
+    assert "held out: countdown, add, sort" in result.stdout  # a chat model is asked every family
+
+
+def test_an_entropy_the_backend_cannot_give_is_null_and_the_files_stay_strict_json(tmp_path):
+    """vLLM returns no full-vocabulary entropy (scale/vllm_rollout.py: NaN): metrics.jsonl and summary.json
+    say null, never the bare NaN that strict JSON readers reject."""
+    def without_entropy(*inputs, **options):
+        roll = es_grpo.rollout(*inputs, **options)
+        return dataclasses.replace(roll, entropy=torch.full_like(roll.entropy, float("nan")))
+
+    def refuse(constant):
+        raise ValueError(f"not JSON: {constant}")
+    out = tmp_path / "run"
+    es_grpo.run(es_grpo.parse_args([*SMALL_RUN, "--algo", "es", "--steps", "1", "--out", str(out)]),
+                generate=without_entropy)
+    summary = json.loads((out / "summary.json").read_text(), parse_constant=refuse)
+    metrics = [json.loads(line, parse_constant=refuse) for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert [s["entropy"] for s in summary["stages"]] == [None, None] and metrics[0]["entropy"] is None
+    assert all(0.0 <= s["pass@1"] <= 1.0 for s in summary["stages"])  # the rest is unaffected

@@ -2,9 +2,11 @@ import dataclasses
 
 import pytest
 import torch
+from safetensors.torch import load_file
 
 import es_grpo
-from es_grpo import es_update, js_succ, noise, set_weights, zscore
+from conftest import SMALL_RUN, run_es_grpo, summary_of
+from es_grpo import Context, ESState, es_update, js_succ, noise, set_weights, zscore
 
 
 def snapshot(model):
@@ -74,7 +76,7 @@ def test_es_step_scores_population_and_moves_weights(fresh_tiny):
     args = es_grpo.Args(es_population=4, es_prompts=8, es_temperature=0.0)
     problems = es_grpo.generate_problems("countdown", 8, seed=5)
     before = snapshot(model)
-    stats = es_grpo.es_step(model, params, master, tokenizer, problems, args, seed=1)
+    stats = es_grpo.es_step(Context(args, model, tokenizer), ESState(params, master), problems, seed=1)
     assert stats["sequences"] == 32 and stats["tokens"] > 0 and 0 <= stats["disagreement"] <= 0.7
     assert any(not torch.equal(a, b) for a, b in zip(before, params))
     assert all(torch.equal(m, p.detach()) for m, p in zip(master, params))
@@ -90,7 +92,7 @@ def es_step_recording_rewards(model, tokenizer, problems, args, seed=1):
     es_grpo.zscore = lambda r: (rewards.append(r.clone()), plain_zscore(r))[1]
     es_grpo.score = lambda p, t: (texts.extend(t), plain_score(p, t))[1]
     try:
-        stats = es_grpo.es_step(model, params, master, tokenizer, problems, args, seed=seed)
+        stats = es_grpo.es_step(Context(args, model, tokenizer), ESState(params, master), problems, seed=seed)
     finally:
         es_grpo.zscore, es_grpo.score = plain_zscore, plain_score
     return stats, rewards[0], master, texts
@@ -118,8 +120,8 @@ def test_population_batching_falls_back_for_layers_it_cannot_batch(fresh_tiny):
     args = es_grpo.Args(es_population=3, es_prompts=4)
     with pytest.raises(NotImplementedError):
         params = list(model.parameters())
-        with es_grpo.population_forward(model, params, es_grpo.master_weights(params),
-                                        [1, 2, 3], 1e-2, {}):
+        with es_grpo.population_forward(model, ESState(params, es_grpo.master_weights(params)), [1, 2, 3], 1e-2,
+                                        {}):
             pass
     assert all("forward" not in vars(layer) for layer in model.modules())  # nothing left patched
     fallback = es_step_recording_rewards(model, tokenizer, problems, dataclasses.replace(args, es_batched="on"))
@@ -151,7 +153,8 @@ def test_antithetic_and_null_es_steps(fresh_tiny):
     initial = es_grpo.master_weights(params)
     for name, changes in (("plain", {}), ("null", {"es_null": True}), ("mirrored", {"es_antithetic": True})):
         master = [m.clone() for m in initial]
-        stats = es_grpo.es_step(model, params, master, tokenizer, problems, dataclasses.replace(args, **changes), 1)
+        run = Context(dataclasses.replace(args, **changes), model, tokenizer)
+        stats = es_grpo.es_step(run, ESState(params, master), problems, seed=1)
         results[name] = (stats, master)
         es_grpo.set_weights(params, initial)
     (plain, plain_master), (null, null_master) = results["plain"], results["null"]
@@ -179,8 +182,55 @@ def test_an_es_step_moves_the_weights_toward_the_better_member(fresh_tiny, monke
         return torch.full((len(texts),), float((params[index].detach().float() - before) @ d))
     monkeypatch.setattr(es_grpo, "score", scores)
     args = es_grpo.Args(es_population=32, es_prompts=1, es_batched="off", max_new_tokens=1, es_alpha=1e-2)
-    es_grpo.es_step(model, params, master, tokenizer, es_grpo.generate_problems("countdown", 1, seed=1), args,
-                    seed=3)
+    es_grpo.es_step(Context(args, model, tokenizer), ESState(params, master),
+                    es_grpo.generate_problems("countdown", 1, seed=1), seed=3)
     step = master[index] - before
     cosine = float(step @ d / (step.norm() * d.norm()))
     assert float(step @ d) > 0 and cosine > 0.25, cosine
+
+
+def test_sampled_es_gives_every_member_the_same_sampling_noise(fresh_tiny):
+    """--es-temperature > 0 (departure 2): members differ only by their weights. With a sigma too small to move
+    any fp32 weight, every member samples the same completions, so rewards agree and nothing moves."""
+    model, tokenizer = fresh_tiny
+    problems = es_grpo.generate_problems("countdown", 8, seed=6)
+    args = es_grpo.Args(es_population=6, es_prompts=8, es_temperature=1.0, es_sigma=1e-20, max_new_tokens=6)
+    stats, rewards, _, texts = es_step_recording_rewards(model, tokenizer, problems, args)
+    assert len(set(texts)) > 1  # sampled, not greedy: the prompts' completions vary
+    assert all(texts[i::8] == texts[i::8][:1] * 6 for i in range(8))  # a prompt's completion is every member's
+    assert stats["reward_std"] == 0.0 and torch.equal(rewards, rewards[:1].expand(6))
+    moved, _, _, _ = es_step_recording_rewards(model, tokenizer, problems, dataclasses.replace(args, es_sigma=3e-2))
+    assert moved["reward_std"] > 0.0  # the control: perturbations that move weights do change the samples
+
+
+def test_es_without_zscore_steps_along_centred_raw_rewards(fresh_tiny, monkeypatch):
+    """--no-es-zscore: theta <- theta + alpha / N * sum_n (r_n - mean r) eps_n, on the raw rewards."""
+    model, tokenizer = fresh_tiny
+    problems = es_grpo.generate_problems("countdown", 8, seed=7)
+    args = es_grpo.Args(es_population=4, es_prompts=8, es_zscore=False, es_alpha=0.5, es_sigma=3e-2,
+                        es_batched="off", max_new_tokens=6)
+    params = list(model.parameters())
+    master = es_grpo.master_weights(params)
+    before, scored, score = [m.clone() for m in master], [], es_grpo.score
+    monkeypatch.setattr(es_grpo, "zscore", lambda r: pytest.fail("--no-es-zscore must not z-score"))
+    monkeypatch.setattr(es_grpo, "score", lambda p, t: scored.append(score(p, t)) or scored[-1])
+    es_grpo.es_step(es_grpo.Context(args, model, tokenizer), es_grpo.ESState(params, master), problems, seed=1)
+    rewards = torch.stack([member.mean() for member in scored]).float()  # (N,) one member at a time
+    assert len(scored) == 4 and rewards.max() > rewards.min(), "no reward spread: pick other problems"
+    seeds = es_grpo.random.Random(1).sample(range(2**31 - 1), 4)  # es_step's draw for seed 1
+    for index in (0, len(before) - 1):
+        step = sum(float(w) * es_grpo.noise(s, index, before[index]) for s, w in zip(seeds, rewards - rewards.mean()))
+        torch.testing.assert_close(master[index], before[index] + 0.5 / 4 * step, atol=1e-6, rtol=0)
+
+
+def test_bfloat16_weights_train_from_an_fp32_master(tmp_path):
+    out = tmp_path / "run"
+    result = run_es_grpo(*SMALL_RUN, "--algo", "es", "--steps", "2", "--save-every", "1", "--dtype", "bfloat16",
+                         "--es-alpha", "0.05", "--out", str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    trained = load_file(out / "stage1-es" / "model.safetensors")
+    base = load_file(es_grpo.TINY_MODEL / "model.safetensors")
+    assert {t.dtype for t in trained.values()} == {torch.bfloat16}
+    assert any(not torch.equal(trained[k], base[k].bfloat16()) for k in trained)  # the update survived rounding
+    stages = summary_of(out)
+    assert all(0.0 <= s["pass@1"] <= 1.0 and s["entropy"] == s["entropy"] for s in stages)

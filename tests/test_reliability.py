@@ -12,9 +12,7 @@ import torch
 from safetensors.torch import load_file
 
 import es_grpo
-from conftest import ROOT
-from conftest import run_es_grpo
-from test_paths import summary_of
+from conftest import ROOT, SMALL_RUN, run_es_grpo, summary_of
 
 RUN = ["--steps", "6", "--es-population", "4", "--es-prompts", "4", "--grpo-prompts", "2", "--grpo-group", "4",
        "--eval-problems", "2", "--heldout-problems", "2", "--eval-samples", "16", "--save-every", "1"]
@@ -175,3 +173,44 @@ def test_a_run_that_fails_in_this_process_leaves_its_folder_free_to_resume(tmp_p
     resumed = run_es_grpo("--resume", str(out))
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert json.loads((out / "summary.json").read_text())["stages"][-1]["name"] == "es"
+
+
+def test_overwrite_replaces_a_finished_run_and_a_refused_overwrite_keeps_it(tmp_path):
+    out = tmp_path / "run"
+    assert run_es_grpo(*SMALL_RUN, "--algo", "es", "--steps", "1", "--out", str(out)).returncode == 0
+    (out / "notes.txt").write_text("mine")
+    again = run_es_grpo(*SMALL_RUN, "--algo", "es", "--steps", "1", "--out", str(out))
+    assert again.returncode == 2 and "--overwrite" in again.stderr and (out / "notes.txt").exists()
+    broken = tmp_path / "broken.jsonl"
+    broken.write_text("{")
+    refused = run_es_grpo(*SMALL_RUN, "--algo", "es", "--data", str(broken), "--overwrite", "--out", str(out))
+    assert refused.returncode == 2 and (out / "notes.txt").exists()  # a bad input never costs a saved run
+    replaced = run_es_grpo(*SMALL_RUN, "--algo", "grpo", "--steps", "1", "--overwrite", "--out", str(out))
+    assert replaced.returncode == 0, replaced.stderr[-2000:]
+    assert not (out / "notes.txt").exists() and [s["name"] for s in summary_of(out)] == ["base", "grpo"]
+    assert json.loads((out / "config.json").read_text())["algo"] == "grpo"
+
+
+def test_es_grpo_resumed_at_the_stage_boundary_ends_as_the_uninterrupted_run(tmp_path, monkeypatch):
+    """Interrupted just after the ES stage ended (its checkpoint says: stage 1 done, no stage state), then
+    resumed: GRPO starts fresh from the ES weights, as in the uninterrupted run."""
+    flags = [*SMALL_RUN, "--algo", "es-grpo"]
+    assert run_es_grpo(*flags, "--out", str(tmp_path / "whole")).returncode == 0
+    train_stage = es_grpo.train_stage
+
+    def stop_before_grpo(run, name, *args):
+        if name == "grpo":
+            raise KeyboardInterrupt
+        return train_stage(run, name, *args)
+
+    monkeypatch.setattr(es_grpo, "train_stage", stop_before_grpo)
+    with pytest.raises(KeyboardInterrupt):
+        run_es_grpo(*flags, "--out", str(tmp_path / "cut"))
+    checkpoint = torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=False)
+    assert checkpoint["stage"] == 1 and checkpoint["stage_state"] is None
+    monkeypatch.setattr(es_grpo, "train_stage", train_stage)
+    resumed = run_es_grpo("--resume", str(tmp_path / "cut"))
+    assert resumed.returncode == 0 and "after update 1" in resumed.stdout
+    a, b = (load_file(tmp_path / run / "stage2-grpo" / "model.safetensors") for run in ("whole", "cut"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert summary_of(tmp_path / "whole") == summary_of(tmp_path / "cut")

@@ -18,10 +18,10 @@ import torch
 from safetensors.torch import load_file
 
 import es_grpo
-from conftest import ROOT, in_process, run_es_grpo
+from conftest import VLLM_LOG, ROOT, FakeEngine, in_process, run_es_grpo, same_weights
 
 from scale import gpu_check, train  # noqa: E402
-from scale.vllm_rollout import EngineSettings, VLLMRollout, WeightSync, completions_to_rollout  # noqa: E402
+from scale.vllm_rollout import EngineSettings, VLLMRollout, completions_to_rollout  # noqa: E402
 
 RUN = ["--steps", "3", "--es-population", "5", "--es-prompts", "4", "--grpo-prompts", "4", "--grpo-group", "4",
        "--eval-problems", "3", "--heldout-problems", "2", "--eval-samples", "16", "--rollout-batch", "8"]
@@ -218,7 +218,7 @@ def test_sharded_grpo_stopped_by_a_fault_resumes_to_the_uninterrupted_weights(fa
     state = checkpoint["optimizer"]["state"]  # AdamW's moments made whole, keyed by parameter name
     assert state and all(state[k]["exp_avg"].shape == a[k].shape for k in state)
     refused = run_es_grpo("--resume", str(folder))  # es_grpo.py keeps GRPO state by index
-    assert refused.returncode == 2 and "resume it with scale/train.py" in refused.stderr.splitlines()[-1]
+    assert refused.returncode == 2 and "resume it with -m scale.train" in refused.stderr.splitlines()[-1]
     resumed, _ = BACKGROUND["raise"][0].then_outcome  # a copy of the failed run folder, resumed
     folder = folder.parent / "resumed"
     assert resumed.returncode == 0, resumed.stderr[-2000:]
@@ -249,94 +249,6 @@ def test_ranks_with_different_weights_are_stopped_with_a_clear_error(shared):
 
 
 # --------------------------------------------------------------------------- the vLLM backend without vLLM
-
-
-FUSED = {".q_proj.": ".qkv_proj.", ".k_proj.": ".qkv_proj.", ".v_proj.": ".qkv_proj.",
-         ".gate_proj.": ".gate_up_proj.", ".up_proj.": ".gate_up_proj."}  # vLLM 0.33.0 llama.py: hf_to_vllm_mapper
-
-
-VLLM_LOG = logging.getLogger("vllm.model_executor.models.utils")
-
-
-class FakeEngine:
-    """Stands in for vllm.LLM where bugs hide. It holds the weights as vLLM holds a Llama's (vllm/model_executor/
-    models/llama.py): q, k and v fused into one qkv_proj tensor, gate and up into gate_up_proj, and a tied LM
-    head not loaded by name (vLLM skips the alias). load_weights takes transformers names, one or many, and
-    writes each into its slice of the fused tensor; a name it does not know is an error. It decodes with a
-    transformers copy rebuilt from the fused tensors before each generation."""
-
-    def __init__(self, model, tokenizer, dtype=None):
-        self.model, self.tokenizer, self.generated_with, self.loads = copy.deepcopy(model), tokenizer, [], 0
-        self.slices, self.fused, parts = {}, {}, {}  # transformers name -> (vLLM name, rows); vLLM tensors
-        for name, param in model.named_parameters():
-            fused = next((name.replace(hf, vllm) for hf, vllm in FUSED.items() if hf in name), name)
-            parts.setdefault(fused, []).append((name, param.detach().clone()))
-        for fused, named in parts.items():
-            self.fused[fused] = torch.cat([tensor for _, tensor in named]).to(dtype or named[0][1].dtype)
-            start = 0
-            for name, tensor in named:
-                self.slices[name] = (fused, slice(start, start + len(tensor)))
-                start += len(tensor)
-        self.tied = model.config.tie_word_embeddings
-        engine = self
-
-        class Worker(WeightSync):
-            def get_model(self):
-                return SimpleNamespace(load_weights=engine.load_weights, parameters=lambda: iter(engine.fused.values()))
-
-        self.worker = Worker()
-
-    def load_weights(self, weights):
-        """As vLLM 0.33.0's AutoWeightsLoader: a warning for each tensor whose dtype narrows on the copy
-        (model_executor/models/utils.py:324-338), then the copy, which rounds as Tensor.copy_ does."""
-        self.loads += 1
-        for name, tensor in weights:
-            if name == "lm_head.weight" and self.tied:
-                continue
-            if name not in self.slices:
-                raise ValueError(f"There is no module or parameter named {name!r}")
-            fused, rows = self.slices[name]
-            target = self.fused[fused]
-            if target.dtype != tensor.dtype and not (target.dtype in (torch.float32, torch.float64)
-                                                     and tensor.dtype in (torch.float16, torch.bfloat16)):
-                VLLM_LOG.warning("Attempted to load weight %s with dtype %s into parameter with dtype %s",
-                                 name, tensor.dtype, target.dtype)
-            target[rows].copy_(tensor)
-
-    def transformers_weights(self) -> dict[str, torch.Tensor]:
-        return {name: self.fused[fused][rows] for name, (fused, rows) in self.slices.items()}
-
-    def collective_rpc(self, method, args=()):
-        return [getattr(self.worker, method)(*args)]
-
-    def reset_prefix_cache(self):
-        pass
-
-    @torch.no_grad()
-    def generate(self, prompts, params, use_tqdm):
-        """As vLLM's LLM.generate where bugs hide: prompts arrive as token ids and are used as such (never
-        re-tokenised), each request samples with its own seed, and a request stops at any of its
-        stop_token_ids, which stays in its token_ids (vllm/v1/core/sched/utils.py: check_stop)."""
-        assert all(prompt.keys() == {"prompt_token_ids"} for prompt in prompts)
-        assert len({p.seed for p in params}) == len(params)  # one seed per request, each its own
-        own = dict(self.model.named_parameters())
-        for name, tensor in self.transformers_weights().items():
-            own[name].data.copy_(tensor)
-        self.generated_with.append({name: tensor.clone() for name, tensor in self.transformers_weights().items()})
-        outputs = []
-        for prompt, p in zip(prompts, params):
-            ids, generator = list(prompt["prompt_token_ids"]), torch.Generator().manual_seed(p.seed)
-            completion = []
-            while len(completion) < p.max_tokens and not (completion and completion[-1] in p.stop_token_ids):
-                logits = self.model(input_ids=torch.tensor([ids + completion])).logits[:, -1].float()  # (1, V)
-                uniform = torch.rand(1, generator=generator)
-                completion.append(int(es_grpo.sample_tokens(logits, p.temperature, p.top_p, uniform)[0]))
-            outputs.append(SimpleNamespace(outputs=[SimpleNamespace(token_ids=completion)]))
-        return outputs
-
-
-def same_weights(engine: FakeEngine, model) -> bool:
-    return all(torch.equal(engine.transformers_weights()[name], p) for name, p in model.named_parameters())
 
 
 def test_the_stand_in_loads_by_transformers_name_into_fused_tensors(fresh_tiny):
@@ -380,12 +292,12 @@ def test_es_inside_the_engine_builds_each_member_bit_identical_to_the_transforme
         return es_grpo.rollout(net, *args, **kwargs)
 
     master = es_grpo.master_weights(list(model.parameters()))
-    stats = es_grpo.es_step(model, backend.es_weights(model), master, tokenizer, problems, args, seed=1,
-                            generate=backend)
+    stats = es_grpo.es_step(es_grpo.Context(args, model, tokenizer, backend),
+                            es_grpo.ESState(backend.es_weights(model), master), problems, seed=1)
     params = list(twin.parameters())
     expected_master = es_grpo.master_weights(params)
-    expected = es_grpo.es_step(twin, params, expected_master, tokenizer, problems, args, seed=1,
-                               generate=transformers_rollout)
+    expected = es_grpo.es_step(es_grpo.Context(args, twin, tokenizer, transformers_rollout),
+                               es_grpo.ESState(params, expected_master), problems, seed=1)
     assert len(engine.generated_with) == len(seen) == 4
     for inside, outside in zip(engine.generated_with, seen):
         assert inside.keys() == outside.keys() and all(torch.equal(inside[n], outside[n]) for n in inside)
@@ -406,8 +318,8 @@ def test_the_engine_stops_at_an_end_of_turn_id_that_only_generation_config_lists
         head.weight.zero_()
         head.bias.zero_()[end_of_turn] = 10.0
     engine.model.lm_head = head
-    roll = VLLMRollout(lambda: engine, SimpleNamespace)(model, tokenizer, ["C3,5,7=56:", "A1+2:"], max_new_tokens=8,
-                                                        temperature=1.0)
+    roll = VLLMRollout(lambda: engine, SimpleNamespace)(model, tokenizer, ["C3,5,7=56:", "A1+2:"],
+                                                        es_grpo.Sampling(1.0, max_new_tokens=8))
     assert roll.completion_ids[:, 0].tolist() == [end_of_turn] * 2 and roll.completion_mask.sum() == 2
 
 
@@ -419,11 +331,11 @@ def test_nothing_is_loaded_into_the_engine_when_no_weight_changed(fresh_tiny):
     backend = VLLMRollout(lambda: engine, SimpleNamespace)
     problems = es_grpo.generate_problems("countdown", 4, seed=2)
     args = es_grpo.Args(eval_samples=16, rollout_batch=16, max_new_tokens=2)  # 4 chunks
-    es_grpo.evaluate(model, tokenizer, problems, args, generate=backend)
+    es_grpo.evaluate(es_grpo.Context(args, model, tokenizer, backend), problems)
     assert len(engine.generated_with) == 4 and engine.loads == 1
     with torch.no_grad():
         next(model.parameters()).add_(1e-3)
-    es_grpo.evaluate(model, tokenizer, problems, args, generate=backend)
+    es_grpo.evaluate(es_grpo.Context(args, model, tokenizer, backend), problems)
     assert engine.loads == 2 and same_weights(engine, model)
 
 
@@ -435,13 +347,13 @@ def test_the_engine_gets_the_weights_of_each_grpo_step(fresh_tiny):
     reference = copy.deepcopy(model).requires_grad_(False)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.grpo_lr)
     for step in range(2):
-        stats = es_grpo.grpo_step(model, reference, optimizer, tokenizer,
-                                  es_grpo.generate_problems("countdown", 2, seed=step), args, seed=step,
-                                  generate=backend)
+        stats = es_grpo.grpo_step(es_grpo.Context(args, model, tokenizer, backend),
+                                  es_grpo.GRPOState(optimizer, reference),
+                                  es_grpo.generate_problems("countdown", 2, seed=step), seed=step)
         assert all(torch.isfinite(torch.tensor(stats[k])) for k in ("loss", "kl", "entropy"))
     first, second = engine.generated_with  # step 2 sampled from the stepped weights
     assert any(not torch.equal(first[name], second[name]) for name in first)
-    backend(model, tokenizer, ["C3,5,7=56:"], max_new_tokens=1)
+    backend(model, tokenizer, ["C3,5,7=56:"], es_grpo.Sampling(max_new_tokens=1))
     assert same_weights(engine, model)
 
 
@@ -576,8 +488,8 @@ def test_population_batched_es_matches_member_by_member_on_the_gpu():
         net = copy.deepcopy(model).eval()
         params = list(net.parameters())
         masters.append(es_grpo.master_weights(params))
-        es_grpo.es_step(net, params, masters[-1], tokenizer, problems, dataclasses.replace(args, es_batched=mode),
-                        seed=1)
+        es_grpo.es_step(es_grpo.Context(dataclasses.replace(args, es_batched=mode), net, tokenizer),
+                        es_grpo.ESState(params, masters[-1]), problems, seed=1)
     assert max(float((a - b).abs().max()) for a, b in zip(*masters)) < 1e-6  # kernels may round differently
 
 

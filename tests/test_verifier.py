@@ -7,6 +7,7 @@ from fractions import Fraction
 import pytest
 
 import es_grpo
+from conftest import GSM8K
 from es_grpo import countdown_reward, math_reward, parse_expression, plain_value
 
 
@@ -108,18 +109,6 @@ def test_majority_votes_on_the_parsed_answer():
 
 
 # verbatim GSM8K lines (train split, first records): annotations <<...>>, thousands separators, $
-GSM8K = [
-    {"question": "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
-                 "How many clips did Natalia sell altogether in April and May?",
-     "answer": "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips "
-               "altogether in April and May.\n#### 72"},
-    {"question": "Weng earns $12 an hour for babysitting. Yesterday, she just did 50 minutes of babysitting. "
-                 "How much did she earn?",
-     "answer": "Weng earns 12/60 = $<<12/60=0.2>>0.2 per minute.\nWorking 50 minutes, she earned 0.2 x 50 = "
-               "$<<0.2*50=10>>10.\n#### 10"},
-    {"question": "A company spends $1,200 a month. How much in a year?",
-     "answer": "12 * 1,200 = $<<12*1200=14400>>14,400\n#### 14,400"},
-]
 
 
 @pytest.mark.parametrize("record, completion, expected", [
