@@ -358,15 +358,21 @@ def bench_verifier(repeats: int) -> list[str]:
     return lines
 
 
-def main():
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+PARTS = ("es", "grpo", "eval", "memory", "growth", "profile", "precision", "verifier")
+
+
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m scale.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="alternations of each comparison")
-    parser.add_argument("--parts", default="es,grpo,eval,memory,growth,profile,precision,verifier",
-                        help="which comparisons to run")
+    parser.add_argument("--parts", default=",".join(PARTS), help="which comparisons to run, comma-separated")
     parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
-    flags = parser.parse_args()
+    flags = parser.parse_args(argv)
     if flags.child:
         return child(*flags.child)
+    unknown = set(flags.parts.split(",")) - set(PARTS)
+    if unknown or flags.repeats < 1:
+        parser.error(f"--parts: the parts are {', '.join(PARTS)}; --repeats at least 1"
+                     + (f" (not {', '.join(sorted(unknown))})" if unknown else ""))
     try:
         if "grpo" in flags.parts.split(","):  # against TRL's GRPOTrainer
             import trl  # noqa: F401

@@ -18,7 +18,7 @@ member costs the GPU only eps and master + sigma * eps of one tensor at a time.
 """
 from __future__ import annotations
 
-import sys
+import argparse
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config
@@ -127,8 +127,14 @@ def config_of(model: str):
     return AutoConfig.from_pretrained(model)
 
 
-if __name__ == "__main__":
-    microbatch = int(sys.argv[1]) if len(sys.argv) > 1 else 4
+def main(argv=None):
+    parser = argparse.ArgumentParser(prog="python -m scale.memory", description=__doc__.split("\n\n")[0],
+                                     formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("microbatch", nargs="?", type=int, default=4,
+                        help="GRPO micro-batch, rows per forward pass (--grpo-microbatch; default 4)")
+    microbatch = parser.parse_args(argv).microbatch
+    if microbatch < 1:
+        parser.error("the micro-batch must be at least 1 row")
     print(f"Computed, not measured; GB = 2^30 bytes, per GPU, 8 ranks, GRPO micro-batch {microbatch} rows "
           f"(--grpo-microbatch {microbatch})\n")
     print("HF rollout:\n")
@@ -156,3 +162,7 @@ if __name__ == "__main__":
                 share = "does not fit"
             cells += [f"{need:.1f}", share]
         print(f"| {name} | {e['engine_bf16']:.1f} | " + " | ".join(cells) + " |")
+
+
+if __name__ == "__main__":
+    main()

@@ -509,3 +509,17 @@ def test_vllm_engine_decodes_as_the_hf_rollout(monkeypatch):
     with torch.no_grad():
         next(model.parameters()).add_(1.0)  # the engine must follow the trainer's weights
     assert backend(model, tokenizer, prompts).texts != engine.texts
+
+
+def test_the_scale_tools_refuse_a_bad_argument_in_one_line(capsys):
+    """python -m scale.memory and python -m scale.bench: a bad argument is one line and exit 2, before any work."""
+    from scale import bench, memory
+    for main, argv, said in ((memory.main, ["x"], "invalid int value: 'x'"), (memory.main, ["0"], "at least 1 row"),
+                             (bench.main, ["--parts", "es,nope"], "(not nope)"),
+                             (bench.main, ["--repeats", "0"], "--repeats at least 1")):
+        with pytest.raises(SystemExit) as stop:
+            main(argv)
+        lines = capsys.readouterr().err.strip().splitlines()
+        assert stop.value.code == 2 and said in lines[-1] and "Traceback" not in "".join(lines), (argv, lines)
+    memory.main(["2"])
+    assert "GRPO micro-batch 2 rows" in capsys.readouterr().out
