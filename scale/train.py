@@ -115,7 +115,7 @@ def vllm_engine(parser, config: dict, scale: ScaleArgs, world: int) -> EngineSet
 
 def main(argv=None, launcher=Torchrun):
     argv = sys.argv[1:] if argv is None else argv
-    parser = dataclass_parser(ScaleArgs, "scale/train.py", epilog="Every other flag is es_grpo.py's.",
+    parser = dataclass_parser(ScaleArgs, "scale.train", epilog="Every other flag is es_grpo.py's.",
                               allow_abbrev=False)
     saved = saved_config(argv)
     if saved and saved.get("scale"):
