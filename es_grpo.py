@@ -293,11 +293,11 @@ class ExpressionParser:
 
     def binary(self, operand, ops: str, depth: int):  # operand (op operand)*, left to right
         value = operand(depth)
-        while self.tokens[self.cursor] and (self.tokens[self.cursor] in ops or (
-                ops == "*/" and self.plain_math and self.tokens[self.cursor] == "(")):  # 2(3)
-            op = self.tokens[self.cursor] if self.tokens[self.cursor] in ops else "*"
-            self.cursor += op == self.tokens[self.cursor]
-            value = arithmetic(op, value, operand(depth))
+        implicit = ops == "*/" and self.plain_math  # 2(3): a product without its sign
+        while (token := self.tokens[self.cursor]) and (token in ops or implicit and token == "("):
+            if token in ops:
+                self.cursor += 1
+            value = arithmetic(token if token in ops else "*", value, operand(depth))
         return value
 
     def term(self, depth: int):

@@ -22,6 +22,7 @@ from __future__ import annotations
 import argparse
 import contextlib
 import dataclasses
+import functools
 import json
 import math
 import re
@@ -1104,6 +1105,7 @@ class Plan:
     diversity_problems: int
     diversity_samples: int
     started: float
+    total_drifts: dict = dataclasses.field(default_factory=dict)  # model -> its total drift from the base
 
     @property
     def k(self) -> int:  # the large K of the verdicts
@@ -1128,6 +1130,15 @@ class Plan:
     def analysis_args(self) -> Args:  # the runs' evaluation settings, at most 64 samples
         args = Args(**{name: getattr(self.args, name) for name in EVAL_FLAGS})
         return dataclasses.replace(args, eval_samples=min(self.samples, 64))
+
+    @functools.cached_property
+    def base_weights(self) -> dict:
+        return named_weights(load(self.args.model or "tiny", self.args)[0])
+
+    def total_drift(self, model: str) -> float:  # each model loaded once, however many ratios read it
+        if model not in self.total_drifts:
+            self.total_drifts[model] = drift(self.base_weights, named_weights(load(model, self.args)[0]))["total"]
+        return self.total_drifts[model]
 
     @property
     def sweep_flags(self) -> list[str]:
@@ -1286,9 +1297,8 @@ def analyse(plan: Plan) -> Evidence:
 
 def drift_ratio_over_seeds(plan: Plan, grpo_models: list[str]) -> tuple:
     """ES's total drift over GRPO's, seed for seed, with its interval."""
-    base = named_weights(load(plan.args.model or "tiny", plan.args)[0])
-    total = lambda name: drift(base, named_weights(load(name, plan.args)[0]))["total"]  # noqa: E731
-    ratios = [[total(es) / total(grpo)] for es, grpo in zip(plan.models("es"), grpo_models)]  # (seeds, 1)
+    ratios = [[plan.total_drift(es) / plan.total_drift(grpo)]
+              for es, grpo in zip(plan.models("es"), grpo_models)]  # (seeds, 1)
     return bootstrap(lambda m: m["r"], {"r": np.array(ratios)})
 
 
