@@ -137,7 +137,8 @@ def evidence(**changes):
     """Numbers under which claims 1-5 all reproduce; `changes` break one condition at a time."""
     return {"k": 32, "es_pass1_gain": UP, "es_passk_change": KEPT, "grpo_entropy_change": DOWN,
             "grpo_passk_change": DOWN, "passk_es_minus_grpo_at_es_pass1": UP, "diversity_ratio": (1.1, 0.8, 1.5),
-            "population_gain_vs_centre": UP, "grpo_es_pass1_minus_grpo": KEPT, "grpo_es_passk_minus_es": KEPT,
+            "population_gain_vs_centre": UP, "diversity_js_gain": UP, "diversity_mean_policy_gain": KEPT,
+            "grpo_es_pass1_minus_grpo": KEPT, "grpo_es_passk_minus_es": KEPT,
             "grpo_es_passk_minus_grpo_at_pass1": UP, "drift_ratio": (40.0, 30.0, 50.0), "sparsity": 0.78,
             "sparse_pass1_change": KEPT, "sparse_minus_random": UP, "sparse_gain_kept": (0.9, 0.7, 1.1),
             "null_pass1_change": KEPT, "null_drift_share": 1.0,
@@ -155,7 +156,9 @@ def evidence(**changes):
     (2, {}, "reproduced"),
     (2, {"diversity_ratio": (0.037, 0.02, 0.06)}, "not reproduced"),  # predicted 0.004 for a measured 0.109
     (2, {"diversity_ratio": (1.5, 0.9, 3.0)}, "inconclusive"),
-    (2, {"population_gain_vs_centre": (-0.01, -0.02, 0.0)}, "not reproduced"),  # no coverage gain to explain
+    (2, {"diversity_js_gain": (-0.01, -0.02, 0.0)}, "not reproduced"),  # no coverage beyond the mean policy
+    (2, {"population_gain_vs_centre": (0.04, 0.02, 0.06), "diversity_js_gain": UNSURE},
+     "inconclusive"),  # the gain over the centre is the mean policy's, not diversity's
     (3, {}, "reproduced"),
     (3, {"grpo_es_pass1_minus_grpo": DOWN}, "not reproduced"),  # loses GRPO's Pass@1
     (3, {"grpo_es_passk_minus_es": (-0.096, -0.12, -0.07)}, "not reproduced"),  # the old report: 0.827 vs 0.923
@@ -214,11 +217,14 @@ def test_paths_are_read_at_a_level_and_at_a_compute_value():
 def test_diversity_statistics_on_hand_built_success_counts():
     samples = 64
     same = analyses.diversity_statistics(np.full((4, 1), 16), np.array([16]), samples)
-    assert same["js_succ"][0] == pytest.approx(0.0, abs=1e-9) and same["predicted"][0] == pytest.approx(0.0)
+    assert same["js_succ_plugin"][0] == pytest.approx(0.0, abs=1e-9)
+    # the corrected JS of rates that look equal: minus about the plug-in's bias, (1 - 1/N) / 2S
+    assert same["js_succ"][0] == pytest.approx(-(1 - 1 / 4) / (2 * samples), rel=0.2)
     assert abs(same["gain"][0]) < 0.01 and same["population_pass"][0] == pytest.approx(1 - 0.75 ** 4)
     split = analyses.diversity_statistics(np.array([[samples], [0]]), np.array([samples // 2]), samples)
-    assert split["js_succ"][0] == pytest.approx(np.log(2)) and split["population_pass"][0] == 1.0
-    assert split["predicted"][0] == pytest.approx(2 * 0.5 * 0.5 * np.log(2))  # N p (1 - p)^(N-1) JS_succ
+    assert split["js_succ_plugin"][0] == pytest.approx(np.log(2)) and split["population_pass"][0] == 1.0
+    assert split["js_succ"][0] == pytest.approx(np.log(2), abs=0.01)
+    assert split["predicted"][0] == pytest.approx(2 * 0.5 * 0.5 * split["js_succ"][0])  # N p (1 - p)^(N-1) JS
     assert split["gain"][0] == pytest.approx(0.25, abs=0.01)  # 1 against 1 - (1 - 0.5)^2
     assert split["centre_pass"][0] == pytest.approx(es_pass_at_k(samples, samples // 2, 2))
 
@@ -307,3 +313,19 @@ def test_an_interval_says_what_it_rests_on_and_what_it_could_detect():
     assert analyses.equivalent((0.0, -0.01, 0.01), 0.02) and not analyses.equivalent((0.0, -0.03, 0.01), 0.02)
     one = analyses.seed_problem_interval(lambda m: m["a"], {"a": data["a"][:1]})  # one seed: problems only
     assert one.df >= 90 and np.isfinite(one.se)
+
+
+def test_the_bias_corrected_js_succ_is_near_zero_for_identical_members_and_near_the_truth_otherwise():
+    """Eight members of one success rate have JS_succ 0; from 16 samples each the plug-in says about
+    (1 - 1/N) / 2S = 0.027 nats. Members of rates 0.1 .. 0.5 have JS_succ 0.043: the plug-in says 0.073."""
+    rng, members, samples, problems = np.random.default_rng(0), 8, 16, 2000
+    same = analyses.diversity_statistics(rng.binomial(samples, 0.3, (members, problems)),
+                                         rng.binomial(samples, 0.3, problems), samples)
+    assert same["js_succ_plugin"].mean() > 0.02 and abs(same["js_succ"].mean()) < 0.003
+    rates = np.linspace(0.1, 0.5, members)[:, None]
+    h = lambda q: -(q * np.log(q) + (1 - q) * np.log(1 - q))
+    truth = float(h(rates.mean()) - h(rates).mean())
+    apart = analyses.diversity_statistics(rng.binomial(samples, np.repeat(rates, problems, 1)),
+                                          rng.binomial(samples, 0.3, problems), samples)
+    assert abs(apart["js_succ"].mean() - truth) < 0.005 < apart["js_succ_plugin"].mean() - truth
+    assert analyses.corrected_entropy(np.array([0, samples]), samples).tolist() == [0.0, 0.0]
