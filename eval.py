@@ -68,6 +68,7 @@ def curve_ks(n: int) -> list[int]:
 # Every verdict of the report is read off 95% paired-bootstrap intervals, with one set of margins for all claims.
 
 TOLERANCE = 0.02  # "keeps X": the change in X is above -TOLERANCE with 95% confidence
+COLLAPSE = 0.5  # "entropy collapses": it falls by at least half (Cui et al. 2025: 0.65 to 0.03, a 95% fall)
 RATIO_BAND = (0.5, 2.0)  # "about equal" for ratios: within a factor of 2
 DRAWS = 1000
 
@@ -165,6 +166,12 @@ def rises(ci) -> bool | None:
 
 def falls(ci) -> bool | None:
     return True if ci[2] < 0 else False if ci[1] >= 0 else None
+
+
+def falls_by(ci, share: float) -> bool | None:
+    """A relative change (new / old - 1) that falls by at least `share`: True if the whole interval is at or
+    below -share, False if the whole interval is above it."""
+    return True if ci[2] <= -share else False if ci[1] > -share else None
 
 
 def keeps(ci) -> bool | None:
@@ -983,11 +990,14 @@ def verdicts(e: dict) -> list[tuple[str, str, str]]:
 
 def claim1(e: dict) -> tuple[str, str, str]:
     k = e["k"]
-    conditions = (rises(e["es_pass1_gain"]), keeps(e["es_passk_change"]), falls(e["grpo_entropy_change"]),
+    collapses = falls_by(e["grpo_entropy_relative_change"], COLLAPSE)
+    conditions = (rises(e["es_pass1_gain"]), keeps(e["es_passk_change"]), collapses,
                   falls(e["grpo_passk_change"]), rises(e["passk_es_minus_grpo_at_es_pass1"]))
     return (CLAIMS[1], verdict(*conditions),
             f"ES minus base: Pass@1 {shown(e['es_pass1_gain'])}, Pass@{k} {shown(e['es_passk_change'])}; GRPO "
-            f"minus base: entropy {shown(e['grpo_entropy_change'])}, Pass@{k} {shown(e['grpo_passk_change'])}; "
+            f"minus base: entropy {shown(e['grpo_entropy_change'])} (relative "
+            f"{shown(e['grpo_entropy_relative_change'], 2)}; a collapse is a fall of {COLLAPSE:.0%} or more), "
+            f"Pass@{k} {shown(e['grpo_passk_change'])}; "
             f"Pass@{k} of ES minus GRPO's where GRPO's path reaches ES's Pass@1: "
             f"{shown(e['passk_es_minus_grpo_at_es_pass1'])}")
 
@@ -1449,6 +1459,8 @@ def claim1_to_3_values(evidence: Evidence) -> dict:
     return {"es_pass1_gain": paired_difference(end1["es"], base1),
             "es_passk_change": paired_difference(end["es"], base),
             "grpo_entropy_change": paired_difference(entropy(runs["grpo"]["finals"]), entropy(runs["grpo"]["base"])),
+            "grpo_entropy_relative_change": bootstrap(lambda m: m["a"] / m["b"] - 1, {
+                "a": entropy(runs["grpo"]["finals"]), "b": entropy(runs["grpo"]["base"])}),
             "grpo_passk_change": paired_difference(end["grpo"], base),
             "passk_es_minus_grpo_at_es_pass1": rows["ES vs GRPO, at ES's Pass@1"][f"pass@{k}"],
             "diversity_ratio": (diversity["ratio"], *diversity["ratio_ci"]),

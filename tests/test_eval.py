@@ -136,6 +136,7 @@ UP, DOWN, KEPT, UNSURE = (0.05, 0.03, 0.07), (-0.10, -0.13, -0.07), (-0.005, -0.
 def evidence(**changes):
     """Numbers under which claims 1-5 all reproduce; `changes` break one condition at a time."""
     return {"k": 32, "es_pass1_gain": UP, "es_passk_change": KEPT, "grpo_entropy_change": DOWN,
+            "grpo_entropy_relative_change": (-0.8, -0.9, -0.7),
             "grpo_passk_change": DOWN, "passk_es_minus_grpo_at_es_pass1": UP, "diversity_ratio": (1.1, 0.8, 1.5),
             "population_gain_vs_centre": UP, "diversity_js_gain": UP, "diversity_mean_policy_gain": KEPT,
             "grpo_es_pass1_minus_grpo": KEPT, "grpo_es_passk_minus_es": KEPT,
@@ -150,7 +151,8 @@ def evidence(**changes):
     (1, {}, "reproduced"),
     (1, {"es_passk_change": DOWN}, "not reproduced"),  # ES loses coverage
     (1, {"es_pass1_gain": UNSURE}, "inconclusive"),  # ES's gain could be chance
-    (1, {"grpo_entropy_change": (0.01, 0.0, 0.02)}, "not reproduced"),
+    (1, {"grpo_entropy_relative_change": (-0.17, -0.25, -0.09)}, "not reproduced"),  # a fall, not a collapse
+    (1, {"grpo_entropy_relative_change": (-0.5, -0.7, -0.3)}, "inconclusive"),
     (1, {"passk_es_minus_grpo_at_es_pass1": DOWN}, "not reproduced"),  # at equal Pass@1, GRPO keeps more
     (1, {"passk_es_minus_grpo_at_es_pass1": (float("nan"),) * 3}, "inconclusive"),  # GRPO's path never got there
     (2, {}, "reproduced"),
