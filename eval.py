@@ -204,10 +204,14 @@ def detectable(ci) -> str:
     return f"{value:.3f}" if np.isfinite(value) else "-"
 
 
-def shown(ci, digits: int = 3) -> str:  # "-" where there is no estimate (a level a path never reaches)
+def shown(ci, digits: int = 3) -> str:
+    """The estimate and its interval; "-" where there is no estimate (a level a path never reaches), and the
+    share of problem draws where the statistic was undefined, if any (they are left out of its se)."""
     if not np.isfinite(ci[0]):
         return "-"
-    return f"{ci[0]:+.{digits}f} [{ci[1]:+.{digits}f}, {ci[2]:+.{digits}f}]"
+    dropped = getattr(ci, "dropped", 0.0)
+    return f"{ci[0]:+.{digits}f} [{ci[1]:+.{digits}f}, {ci[2]:+.{digits}f}]" + (
+        f" ({dropped:.0%} of draws undefined)" if dropped > 0 else "")
 
 
 def load(name: str, args: Args):
@@ -660,16 +664,22 @@ def diversity_analysis(model_name: str, population: Population, args: Args, out:
 
 
 def diversity_row(stats: dict) -> dict:
-    """Means over problems, each with its interval; ratio = predicted / measured gain."""
+    """Means over problems, each with its interval (KEY_ci) and what the interval rests on (KEY_error: se, df,
+    dropped, for saved_interval); ratio = predicted / measured gain."""
     data = {key: value[None] for key, value in stats.items()}  # (1 seed, P)
+    statistics = {key: lambda m, key=key: m[key] for key in (
+        "js_succ", "js_succ_plugin", "predicted", "gain", "mean_policy_gain", "gain_vs_centre", "population_pass",
+        "mean_policy_pass", "centre_pass")} | {"ratio": lambda m: m["predicted"] / m["gain"]}
     row = {}
-    for key in ("js_succ", "js_succ_plugin", "predicted", "gain", "mean_policy_gain", "gain_vs_centre",
-                "population_pass", "mean_policy_pass", "centre_pass"):
-        estimate, low, high = interval(lambda m, key=key: m[key], data)
-        row[key], row[key + "_ci"] = estimate, [low, high]
-    estimate, low, high = interval(lambda m: m["predicted"] / m["gain"], data)
-    row["ratio"], row["ratio_ci"] = estimate, [low, high]
+    for key, statistic in statistics.items():
+        ci = interval(statistic, data)
+        row[key], row[key + "_ci"], row[key + "_error"] = ci[0], [ci[1], ci[2]], [ci.se, ci.df, ci.dropped]
     return row
+
+
+def saved_interval(row: dict, key: str) -> Interval:
+    """The Interval diversity_row saved as KEY, KEY_error."""
+    return Interval(row[key], *row[key + "_error"])
 
 
 # ----------------------------------------------------------------------------- forgetting and training curves
@@ -1135,7 +1145,8 @@ def claim5(e: dict) -> tuple[str, str, str]:
 
 def claim6(e: dict) -> tuple[str, str, str]:
     sweep = ("ES populations at equal sequences, Pass@1 of the smallest minus the largest "
-             f"{shown(e['sweep_pass1_small_minus_large'])}")
+             f"{shown(e['sweep_pass1_small_minus_large'])} (one seed)" if "sweep_pass1_small_minus_large" in e
+             else "the population sweep not run (--parts sizes)")
     if "zscore_pass1_gain" not in e:  # its runs not trained (eval.py reproduce --parts ...,claim6)
         return (CLAIMS[6], "not measured",
                 "z-scoring and antithetic runs not trained (--parts claim6); one model size; " + sweep)
@@ -1352,8 +1363,8 @@ class Evidence:
     module_kinds: dict  # claim 4: every seed's drift per module kind, {"es": [...], "grpo": [...]}
     forgetting: dict
     diversity: dict  # a row per sigma
-    sweep: dict  # ES populations at equal sequences
     matched: dict  # GRPO trained to ES's Pass@1 gain: grpo_at_gain
+    sweep: dict | None = None  # claim 6: ES populations at equal sequences, the shipped model (part sizes)
     arms: dict | None = None  # claim 6: raw rewards and antithetic sampling
     sizes: dict | None = None  # claim 6: populations against model size
     untied: dict | None = None  # claim 4: module kinds with an untied LM head
@@ -1379,7 +1390,7 @@ def cmd_reproduce(argv):
     return evidence.claims
 
 
-REPRODUCE_PARTS = ("claims", "claim6", "paper-steps", "sizes", "untied")
+REPRODUCE_PARTS = ("claims", "es-grpo", "claim6", "paper-steps", "sizes", "untied")
 
 
 def reproduce_parser() -> argparse.ArgumentParser:
@@ -1392,14 +1403,15 @@ def reproduce_parser() -> argparse.ArgumentParser:
     parser.add_argument("--quick", action="store_true", help="one seed and tiny budgets (the test suite's)")
     parser.add_argument("--seeds", default="", help="comma-separated seeds (default 0,1,2,3,4; --quick: 0)")
     parser.add_argument("--steps", type=int, default=0,
-                        help="updates of the two-stage schedules; the others follow (default 200; --quick: 4)")
+                        help="updates of the two-stage schedules; the others follow (default 100; --quick: 4)")
     parser.add_argument("--samples", type=int, default=0, help="samples per problem at each stage's end: Pass@K "
                         "curves up to K = samples (default 64; --quick: 16)")
-    parser.add_argument("--diversity-problems", type=int, default=50, help="problems of the claim-2 measurement")
-    parser.add_argument("--diversity-samples", type=int, default=64,
+    parser.add_argument("--diversity-problems", type=int, default=100, help="problems of the claim-2 measurement")
+    parser.add_argument("--diversity-samples", type=int, default=32,
                         help="samples per problem, member and centre (claim 2; at least the population)")
     parser.add_argument("--parts", default="claims", help="comma-separated: claims (the runs of claims 1-5 and "
-                        "the analyses: always), claim6 (ES with raw rewards, alpha chosen on dev, and with "
+                        "the analyses: always), es-grpo (the reverse schedule, ES then GRPO, seed 0; in no "
+                        "verdict), claim6 (ES with raw rewards, alpha chosen on dev, and with "
                         "antithetic sampling, each seed), paper-steps (GRPO at the learning rate that gives the "
                         "paper's per-step ES/GRPO ratio, each seed), sizes (two more model sizes pretrained like the "
                         "shipped one, each with the population sweep), untied (the shipped model pretrained again "
@@ -1431,8 +1443,10 @@ def reproduction_plan(argv: list[str]) -> Plan | None:
     args = es_grpo.parse_args(flags)  # a bad flag stops here, before any run
     if args.preset == "tiny" and not any(flag.startswith("--grpo-lr") for flag in run_flags):
         flags, args = [*CALIBRATED_GRPO, *flags], es_grpo.parse_args([*CALIBRATED_GRPO, *flags])
-    updates = schedules(args, namespace.steps or (4 if quick else 200))
-    seeds_of = {name: seeds[:1] if name == "es-grpo" else seeds for name in updates}  # ES->GRPO: in no verdict
+    updates = schedules(args, namespace.steps or (4 if quick else 100))
+    if "es-grpo" not in parts:  # ES->GRPO enters no verdict
+        del updates["es-grpo"]
+    seeds_of = {name: seeds[:1] if name == "es-grpo" else seeds for name in updates}  # ES->GRPO: seed 0 only
     plan = Plan(Path(namespace.out), argv, quick, parts, seeds, samples, run_flags, small, flags, args, updates,
                 seeds_of, namespace.diversity_problems, namespace.diversity_samples, time.time())
     if namespace.plan:
@@ -1452,13 +1466,16 @@ def timed(plan: Plan, part: str):
         plan.minutes[part] = plan.minutes.get(part, 0.0) + (time.time() - tick) / 60
 
 
+PATH_POINTS = {"grpo": 4, "es": 3, "grpo-es": 3, "es-grpo": 3}  # trajectory evaluations of each schedule
+
+
 def schedule_runs(plan: Plan):
-    """(folder, es_grpo.py flags) of each schedule's run, seed by seed, six trajectory points on each path
-    (--quick: 2)."""
+    """(folder, es_grpo.py flags) of each schedule's run, seed by seed, PATH_POINTS trajectory evaluations
+    each (--quick: 2). GRPO's path holds the points claims 1 and 3 match on; the others' are for the plots."""
     for seed in plan.seeds:
         for name, count in plan.updates.items():
             if seed in plan.seeds_of[name]:
-                every = str(max(1, round(count / (2 if plan.quick else 6))))
+                every = str(max(1, math.ceil(count / (2 if plan.quick else PATH_POINTS[name]))))
                 yield plan.runs / f"{name}-s{seed}", [*plan.flags, "--algo", name, "--steps", str(count), "--seed",
                                                       str(seed), "--eval-every", every]
 
@@ -1473,37 +1490,68 @@ def train_schedules(plan: Plan):
                                              "--seed", str(plan.seeds[0]), "--es-null"])
 
 
+SPARSITY_SAMPLES = 16  # per problem for claim 4's sparsified models: it reads Pass@1 only
+
+
+def reused(plan: Plan, name: str, models: list[str], analysis):
+    """analysis()'s result, or the one saved in OUT/analyses/reused/NAME.json by an earlier invocation with the
+    same settings and the same model files (their sizes and times: a model trained again is analysed again),
+    so that a report can be rewritten without measuring again."""
+    def stamp(model: str) -> list:
+        files = sorted(Path(model).glob("*.safetensors")) if Path(model).is_dir() else []
+        return [[f.name, f.stat().st_size, f.stat().st_mtime_ns] for f in files] or [model]
+
+    key = json.dumps({"flags": plan.flags, "samples": plan.samples, "diversity": [plan.diversity_problems,
+                      plan.diversity_samples], "models": [stamp(model) for model in models]})
+    path = plan.analyses / "reused" / f"{name}.json"
+    try:
+        saved = json.loads(path.read_text())
+        if saved["key"] == key:
+            log(f"reproduce: {name} reused from {path}")
+            return saved["result"]
+    except (OSError, ValueError, KeyError):
+        pass
+    result = analysis()
+    path.parent.mkdir(parents=True, exist_ok=True)
+    path.write_text(json.dumps({"key": key, "result": result}, default=float))
+    return result
+
+
 def analyse(plan: Plan) -> Evidence:
-    """Claims 1-5's analyses and the population sweep (the extra parts: extra_parts)."""
+    """Claims 1-5's analyses (the extra parts: extra_parts); each reused when OUT holds it for these models."""
     analyses, cheap = plan.analyses, plan.analysis_args
     runs = load_runs(plan.runs, plan.seeds_of, plan.k)
     es_models, grpo_models = plan.models("es"), plan.models("grpo")
     base_model = plan.args.model or "tiny"
+    trained = [*es_models, *grpo_models, plan.null_model]
     drift_rows = drift_analysis(base_model, [es_models[0], grpo_models[0], plan.null_model], cheap,
                                 analyses / "drift")
     masks = SparsityMasks([0.5, PAPER_SPARSITY] if plan.quick else [0.5, PAPER_SPARSITY, 0.95], null=plan.null_model)
-    sparsity = sparsity_analysis(base_model, es_models[0], masks, cheap, analyses / "sparsity")
-    sparse_seeds = sparse_over_seeds(base_model, es_models, plan.null_model, cheap, analyses / "sparsity")
+    sparse_args = dataclasses.replace(cheap, eval_samples=min(plan.samples, SPARSITY_SAMPLES))
+    sparsity = reused(plan, "sparsity", trained, lambda: sparsity_analysis(
+        base_model, es_models[0], masks, sparse_args, analyses / "sparsity"))
+    sparse_seeds = reused(plan, "sparsity-seeds", trained, lambda: sparse_over_seeds(
+        base_model, es_models, plan.null_model, sparse_args, analyses / "sparsity"))
     base_weights = named_weights(load(base_model, cheap)[0])
     module_kinds = {algo: [drift(base_weights, named_weights(load(name, cheap)[0])) for name in plan.models(algo)]
                     for algo in ("es", "grpo")}
-    forgetting = forgetting_control(base_model, es_models, grpo_models, dataclasses.replace(
-        plan.args, eval_samples=min(plan.samples, 64)), 5 if plan.quick else 200, analyses / "forgetting")
+    forgetting = reused(plan, "forgetting", trained, lambda: forgetting_control(
+        base_model, es_models, grpo_models, dataclasses.replace(plan.args, eval_samples=min(plan.samples, 64)),
+        5 if plan.quick else 200, analyses / "forgetting"))
     size = 4 if plan.quick else plan.args.es_population
     population = Population(size, [float(f"{plan.args.es_sigma * f:g}") for f in (0.3, 1, 3)],
                             max(size, 4 if plan.quick else plan.diversity_samples))
-    diversity = diversity_analysis(base_model, population, dataclasses.replace(
-        cheap, eval_problems=3 if plan.quick else plan.diversity_problems), analyses / "diversity")
+    diversity_args = dataclasses.replace(cheap, eval_problems=3 if plan.quick else plan.diversity_problems)
+    diversity = reused(plan, "diversity", [base_model], lambda: diversity_analysis(
+        base_model, population, diversity_args, analyses / "diversity"))
     curves_analysis([plan.runs / f"{name}-s{plan.seeds[0]}" for name in plan.updates], analyses / "curves")
-    sweep = population_sweep(plan.runs, plan.sweep_flags, [2, 4] if plan.quick else [8, 16, 32],
-                             sequences=64 if plan.quick else 32 * 64 * 25, prompts=8 if plan.quick else 64)
     rows = comparisons(runs, plan.k)
     matched = grpo_at_gain(plan.runs, plan.flags, plan.seeds, rows["ES vs GRPO, at ES's Pass@1"]["where"])
     curves = pass_at_k_curves(runs)
     plot_curves(analyses / "pass_at_k", curves, plan.samples)
     plot_paths(analyses / "paths", runs, plan.k)
     return Evidence(plan, runs, rows, curves, drift_rows, drift_ratio_over_seeds(plan, grpo_models), sparsity,
-                    sparse_seeds, module_kinds, forgetting, diversity, sweep, matched)
+                    sparse_seeds, module_kinds, forgetting, diversity, matched)
 
 
 def drift_ratio_over_seeds(plan: Plan, grpo_models: list[str]) -> tuple:
@@ -1526,10 +1574,12 @@ def extra_parts(evidence: Evidence):
                                                 max(1, es_updates // 3), (8, 80) if plan.quick else RAW_ALPHA_SCALES)
     pretrain_flags = ["--steps", "2", "--batch", "8"] if plan.quick else []
     if "sizes" in plan.parts or (plan.out / "models" / "larger" / "pretrain.json").exists():
+        populations, sequences = ([2, 4], 64) if plan.quick else ([8, 16, 32], 32 * 64 * 25)
         with timed(plan, "sizes"):
-            evidence.sizes = size_sweeps(plan.out, plan.sweep_flags, [2, 4] if plan.quick else [8, 16, 32],
-                                         64 if plan.quick else 32 * 64 * 25, 8 if plan.quick else 64,
-                                         evidence.sweep, pretrain_flags)
+            evidence.sweep = population_sweep(plan.runs, plan.sweep_flags, populations, sequences=sequences,
+                                              prompts=8 if plan.quick else 64)
+            evidence.sizes = size_sweeps(plan.out, plan.sweep_flags, populations, sequences,
+                                         8 if plan.quick else 64, evidence.sweep, pretrain_flags)
     if "untied" in plan.parts or (plan.out / "models" / "untied" / "pretrain.json").exists():
         with timed(plan, "untied"):
             evidence.untied = untied_drift(plan, pretrain_flags)
@@ -1572,10 +1622,10 @@ def claim1_to_3_values(evidence: Evidence) -> dict:
                 "a": entropy(runs["grpo"]["finals"]), "b": entropy(runs["grpo"]["base"])}),
             "grpo_passk_change": paired_difference(end["grpo"], base),
             "passk_es_minus_grpo_at_es_pass1": rows["ES vs GRPO, at ES's Pass@1"][f"pass@{k}"],
-            "diversity_ratio": (diversity["ratio"], *diversity["ratio_ci"]),
-            "population_gain_vs_centre": (diversity["gain_vs_centre"], *diversity["gain_vs_centre_ci"]),
-            "diversity_js_gain": (diversity["gain"], *diversity["gain_ci"]),
-            "diversity_mean_policy_gain": (diversity["mean_policy_gain"], *diversity["mean_policy_gain_ci"]),
+            "diversity_ratio": saved_interval(diversity, "ratio"),
+            "population_gain_vs_centre": saved_interval(diversity, "gain_vs_centre"),
+            "diversity_js_gain": saved_interval(diversity, "gain"),
+            "diversity_mean_policy_gain": saved_interval(diversity, "mean_policy_gain"),
             "grpo_es_pass1_minus_grpo": rows["GRPO->ES vs GRPO, at equal updates"]["pass@1"],
             "grpo_es_passk_minus_es": rows["GRPO->ES vs ES alone, at equal sequences"][f"pass@{k}"],
             "grpo_es_passk_minus_grpo_at_pass1": rows["GRPO->ES vs GRPO, at GRPO->ES's Pass@1"][f"pass@{k}"]}
@@ -1654,8 +1704,10 @@ def claim5_values(evidence: Evidence) -> dict:
 def claim6_values(evidence: Evidence) -> dict:
     sweep, arms, sizes = evidence.sweep, evidence.arms, evidence.sizes
     pass1_of = lambda row: np.array([per_problem(row["correct"], row["samples"], 1)])  # noqa: E731  (1, P)
-    by_n = sorted(sweep.values(), key=lambda row: row["population"])
-    e = {"sweep_pass1_small_minus_large": paired_difference(pass1_of(by_n[0]), pass1_of(by_n[-1]))}
+    e = {}
+    if sweep:
+        by_n = sorted(sweep.values(), key=lambda row: row["population"])
+        e["sweep_pass1_small_minus_large"] = paired_difference(pass1_of(by_n[0]), pass1_of(by_n[-1]))
     if arms:  # z-scoring and antithetic: each arm's seeds against the report's ES runs, seed for seed
         n = evidence.runs["es"]["config"]["eval_samples"]
         k = evidence.plan.k
@@ -1732,16 +1784,20 @@ def write_report(evidence: Evidence):
     out, plan = evidence.plan.out, evidence.plan
     (out / "REPORT.md").write_text("\n".join(lines) + "\n")
     sweep = {name: {key: value for key, value in row.items() if key != "correct"}
-             for name, row in evidence.sweep.items()}
+             for name, row in (evidence.sweep or {}).items()}
+    intervals = {name: {"se": ci.se, "df": ci.df, "dropped": ci.dropped, "detectable": ci.detectable}
+                 for name, ci in evidence.values.items() if isinstance(ci, Interval)}  # what each rests on
     (out / "report.json").write_text(json.dumps(
         {"argv": plan.argv, "seeds": plan.seeds, "updates": plan.updates, "claims": evidence.claims,
-         "evidence": evidence.values, "comparisons": evidence.rows, "curves": evidence.curves, "sweep": sweep},
+         "evidence": evidence.values, "intervals": intervals, "comparisons": evidence.rows,
+         "curves": evidence.curves, "sweep": sweep},
         indent=1, default=float))
 
 
 def report_header(evidence: Evidence) -> list[str]:
     plan, config = evidence.plan, evidence.runs["es"]["config"]
     seconds = time.time() - plan.started
+    reverse = " (ES->GRPO: the first only; it enters no verdict)" if "es-grpo" in evidence.runs else ""
     calibrated = (" (calibrated on the `dev` split: README, \"How the tiny preset was chosen\"; the other settings "
                   "of the tiny preset were tuned there too). Nothing was tuned on the evaluation problems."
                   if config["preset"] == "tiny" else ".")
@@ -1750,7 +1806,7 @@ def report_header(evidence: Evidence) -> list[str]:
         f"Command: `python eval.py reproduce {' '.join(plan.argv)}`, {seconds / 60:.0f} min on this machine for this "
         "invocation (a run already finished in runs/ with the same settings is reused, not retrained: training "
         f"times are in the Budgets table). Seeds "
-        f"{plan.seeds} (ES->GRPO: the first only; it enters no verdict); model `{config['model'] or 'tiny_model/'}`; "
+        f"{plan.seeds}{reverse}; model `{config['model'] or 'tiny_model/'}`; "
         f"settings: preset `{config['preset']}` of es_grpo.py plus the flags above (and those shown in runs/*/"
         f"config.json). Evaluation: the `{config['eval_split']}` split, {config['eval_problems']} problems, "
         f"{plan.samples} samples per problem at temperature {config['eval_temperature']} at each stage's end, "
@@ -1767,12 +1823,35 @@ def report_header(evidence: Evidence) -> list[str]:
         f"the margin ({TOLERANCE}) with confidence, *inconclusive* otherwise.", ""]
 
 
+RUN_PARTS = {"claims: the schedule runs": ("grpo-s", "es-s", "grpo-es-s", "es-grpo-s"),
+             "claims: the null and matched runs": ("es-null-", "grpo-matched-"),
+             "claim6": ("es-raw-", "es-antithetic-", "tune-raw-"), "paper-steps": ("grpo-paper-steps-",),
+             "sizes": ("sweep-", "size-"), "untied": ("untied-",)}  # run folder names of each part
+
+
+def runs_wall_minutes(runs: Path) -> dict[str, dict]:
+    """Per part, its finished runs under OUT/runs and their wall time, whenever and however each was trained
+    (a run folder's config.json is written at its start, summary.json at its end; a resumed run counts its
+    pause too)."""
+    totals = {}
+    for summary in sorted([*runs.glob("*/summary.json"), *runs.glob("*/*/summary.json")]):
+        name = summary.relative_to(runs).parts[0]
+        part = next((part for part, prefixes in RUN_PARTS.items() if name.startswith(prefixes)), "other")
+        row = totals.setdefault(part, {"runs": 0, "minutes": 0.0})
+        row["runs"] += 1
+        row["minutes"] += (summary.stat().st_mtime - (summary.parent / "config.json").stat().st_mtime) / 60
+    return {part: {"runs": row["runs"], "minutes": f"{row['minutes']:.1f}"} for part, row in totals.items()}
+
+
 def minutes_section(evidence: Evidence) -> list[str]:
     minutes = {part: {"minutes": f"{value:.1f}"} for part, value in evidence.plan.minutes.items()}
+    runs = runs_wall_minutes(evidence.plan.runs)
     return ["## Wall time of each part", "",
-            "This invocation, on this machine (a run found finished in runs/ costs nothing here; the training times "
-            "of the runs themselves are in the Budgets table).", "",
-            markdown_table(minutes, ["minutes"], "part"), ""] if minutes else []
+            "This invocation, on this machine (a run found finished in runs/ costs nothing here):", "",
+            markdown_table(minutes, ["minutes"], "part"), "",
+            "The runs in runs/, whenever they were trained (each from its config.json to its summary.json: "
+            "training and the evaluations inside the run; the analyses' own evaluations are in the table "
+            "above):", "", markdown_table(runs, ["runs", "minutes"], "part"), ""] if minutes else []
 
 
 def calibration_section(evidence: Evidence) -> list[str]:
@@ -1883,8 +1962,8 @@ def drift_section(evidence: Evidence) -> list[str]:
         markdown_table(under(drifts), list(next(iter(drifts.values()))), "model"), "", *module_ranking(drifts),
         *untied_lines,
         markdown_table(sparsity["rows"], ["mask", "sparsity", "pass@1", "pass@1_kept", "gain_kept"], "update"), "",
-        markdown_table(evidence.sweep, ["alpha", "updates", "sequences", "pass@1", "pass@16", "pass@64"],
-                       "population"), "",
+        *([markdown_table(evidence.sweep, ["alpha", "updates", "sequences", "pass@1", "pass@16", "pass@64"],
+                          "population"), ""] if evidence.sweep else []),
         "![drift](analyses/drift/drift.png)", "", "![sparsity](analyses/sparsity/sparsity.png)", ""]
 
 

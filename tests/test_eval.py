@@ -116,8 +116,9 @@ def test_quick_reproduction_report_end_to_end(tmp_path):
     verdicts = ("reproduced", "not reproduced", "inconclusive", "equivalent")
     assert len(claims) == 6 and all(verdict in verdicts for _, verdict, _ in claims)
     assert all("[" in numbers for _, _, numbers in claims)  # every verdict shows its intervals
-    for run in ("grpo-s0", "es-s0", "grpo-es-s0", "es-grpo-s0"):
+    for run in ("grpo-s0", "es-s0", "grpo-es-s0", "es-null-s0", "sweep-N2"):
         assert (tmp_path / "runs" / run / "summary.json").exists()
+    assert not (tmp_path / "runs" / "es-grpo-s0").exists()  # in no verdict: only with --parts es-grpo
     assert "| GRPO->ES |" in report and "## Claims" in report and "## Budgets" in report
     assert "| raw |" in report and "| antithetic |" in report and "raw rewards' candidate" in report  # claim 6
     assert claims[5][1] in verdicts and "chosen on dev" in claims[5][2]
@@ -334,6 +335,35 @@ def test_an_interval_says_what_it_rests_on_and_what_it_could_detect():
     assert analyses.equivalent((0.0, -0.01, 0.01), 0.02) and not analyses.equivalent((0.0, -0.03, 0.01), 0.02)
     one = analyses.interval(lambda m: m["a"], {"a": data["a"][:1]})  # one seed: problems only
     assert one.df >= 90 and np.isfinite(one.se)
+    assert "of draws undefined" in analyses.shown(undefined) and "undefined" not in analyses.shown(ci)
+    saved = json.loads(json.dumps(analyses.diversity_row({"gain": data["a"][0] - data["b"][0], **{
+        key: data["a"][0] for key in ("js_succ", "js_succ_plugin", "predicted", "mean_policy_gain", "gain_vs_centre",
+                                      "population_pass", "mean_policy_pass", "centre_pass")}})))
+    again = analyses.saved_interval(saved, "gain")  # an analysis read back from disk keeps its se and df
+    direct = analyses.interval(lambda m: m["g"], {"g": (data["a"][0] - data["b"][0])[None]})
+    assert np.allclose(again, direct) and again.detectable == pytest.approx(direct.detectable)
+
+
+def test_an_analysis_is_reused_only_for_the_same_settings_and_model_files(tmp_path):
+    model = tmp_path / "model"
+    model.mkdir()
+    (model / "model.safetensors").write_bytes(b"weights")
+    plan = analyses.reproduction_plan(["--quick", "--out", str(tmp_path / "report")])
+    calls = []
+
+    def analysis():
+        calls.append(1)
+        return {"pass@1": 0.25, "correct": [1, 2]}
+
+    first = analyses.reused(plan, "sparsity", [str(model)], analysis)
+    assert analyses.reused(plan, "sparsity", [str(model)], analysis) == first and len(calls) == 1
+    (model / "model.safetensors").write_bytes(b"trained again")  # another model: measured again
+    assert analyses.reused(plan, "sparsity", [str(model)], analysis) == first and len(calls) == 2
+    other = analyses.reproduction_plan(["--quick", "--samples", "32", "--out", str(tmp_path / "report")])
+    analyses.reused(other, "sparsity", [str(model)], analysis)  # other settings: measured again
+    assert len(calls) == 3
+    (tmp_path / "report" / "analyses" / "reused" / "sparsity.json").write_text("{not json")
+    assert analyses.reused(other, "sparsity", [str(model)], analysis) == first and len(calls) == 4
 
 
 def test_the_bias_corrected_js_succ_is_near_zero_for_identical_members_and_near_the_truth_otherwise():
@@ -359,3 +389,19 @@ def test_claim_4_reads_the_papers_module_kinds_on_every_seed():
     assert not analyses.module_kinds_match([*es, {"total": 1, "norms": 3.0, "attention": 0.1, "mlp": 1.0}], "es")
     tied = [{"total": 1, "embeddings": 2.0, "norms": 1.0, "attention": 0.5}]  # no lm_head kind: tied
     assert analyses.module_kinds_match(tied, "grpo") and not analyses.module_kinds_match(tied, "es")
+
+
+def test_each_parts_runs_are_timed_from_their_own_files(tmp_path):
+    import os
+    for name, minutes in (("grpo-s0", 3), ("es-s1", 4), ("es-null-s0", 2), ("size-larger/sweep-N8", 1), ("x", 5)):
+        folder = tmp_path / name
+        folder.mkdir(parents=True)
+        for stem, at in (("config", 1000), ("summary", 1000 + 60 * minutes)):
+            (folder / f"{stem}.json").write_text("{}")
+            os.utime(folder / f"{stem}.json", (at, at))
+    (tmp_path / "grpo-es-s0").mkdir()  # unfinished: not counted
+    (tmp_path / "grpo-es-s0" / "config.json").write_text("{}")
+    assert analyses.runs_wall_minutes(tmp_path) == {
+        "claims: the schedule runs": {"runs": 2, "minutes": "7.0"},
+        "claims: the null and matched runs": {"runs": 1, "minutes": "2.0"},
+        "sizes": {"runs": 1, "minutes": "1.0"}, "other": {"runs": 1, "minutes": "5.0"}}
