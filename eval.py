@@ -1877,7 +1877,9 @@ def budgets_section(evidence: Evidence) -> list[str]:
     return [
         "## Budgets", "",
         "Per run, mean ± std over seeds: sequences, tokens and seconds over all stages (training only). GRPO->ES "
-        "and ES->GRPO split their updates evenly (the paper); ES alone gets GRPO->ES's sequences; GRPO alone "
+        f"and ES->GRPO split their {evidence.plan.updates['grpo-es']} updates evenly (the paper; `--steps`, by "
+        "default 100, sized so that the claims part fits about two hours on 2 CPU cores with 5 seeds and 500 "
+        "problems); ES alone gets GRPO->ES's sequences; GRPO alone "
         "runs twice GRPO->ES's updates, so that its path holds the matched points (matching its sequences to "
         "ES's would take about 8x more GRPO updates: compute is matched where the one that spent less ends).", "",
         markdown_table(budget, list(next(iter(budget.values()))), "schedule"), ""]
@@ -1939,9 +1941,11 @@ def diversity_section(evidence: Evidence) -> list[str]:
         f"and for the centre (each its own sampling noise), {first['problems']} problems; intervals over problems. "
         "`gain`: the population's Pass@N (one sample per member) minus that of one policy with the members' mean "
         "success rate, which the formula N p (1-p)^(N-1) JS_succ predicts (`predicted`); `gain_vs_centre`: minus "
-        "the unperturbed model's unbiased Pass@N. The plug-in JS_succ is biased up by about (1 - 1/N) / (2 x "
-        "samples) nats per problem. The `disagreement` logged during ES training (greedy 0/1 successes) is not "
-        "JS_succ.", "",
+        "the unperturbed model's unbiased Pass@N; `mean_policy_gain`, their difference: the members' mean "
+        "success beating the centre's, which is not diversity. `js_succ` is bias-corrected (each binary "
+        "entropy by the exact parametric-bootstrap correction, `corrected_entropy`); `js_succ_plugin`, the "
+        "plug-in, is biased up by about (1 - 1/N) / (2 x samples) nats per problem. The `disagreement` logged "
+        "during ES training (greedy 0/1 successes) is not JS_succ.", "",
         "![diversity](analyses/diversity/diversity.png)", "", markdown_table(diversity, list(keys), "noise"), ""]
 
 
@@ -1955,10 +1959,12 @@ def drift_section(evidence: Evidence) -> list[str]:
                     markdown_table(under(untied["drift"]), list(next(iter(untied["drift"].values()))), "model"), "",
                     *module_ranking(untied["drift"])] if untied else []
     return [
-        "## Drift, sparsity, population sweep (claims 4 and 6)", "",
+        "## Drift and sparsity (claim 4)", "",
         f"Seed {seed}'s ES and GRPO models: relative L2 drift from the base model per module kind (the ratio "
         "in the claims table: over seeds); the ES update with its smallest coordinates zeroed (tau a quantile "
-        "of |delta|) against a random mask of the same sparsity; ES populations at equal sequences.", "",
+        f"of |delta|) against a random mask of the same sparsity, {sparsity['samples']} samples per problem "
+        "(the claims table reads every seed, against 5 random masks each)"
+        + ("; ES populations at equal sequences (claim 6)." if evidence.sweep else "."), "",
         markdown_table(under(drifts), list(next(iter(drifts.values()))), "model"), "", *module_ranking(drifts),
         *untied_lines,
         markdown_table(sparsity["rows"], ["mask", "sparsity", "pass@1", "pass@1_kept", "gain_kept"], "update"), "",
