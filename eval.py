@@ -515,7 +515,7 @@ def js_pol(logp: torch.Tensor) -> float:
     return float((own - mixture).mean())
 
 
-JS_SAMPLES = 4  # per problem and member, scored by every member for JS_pol
+JS_SAMPLES, JS_PROBLEMS = 4, 25  # JS_pol: samples per problem and member, scored by every member (N^2 passes)
 
 
 def population_diversity(run: Context, problems: list[dict], population: int, sigma: float, samples: int,
@@ -523,7 +523,8 @@ def population_diversity(run: Context, problems: list[dict], population: int, si
     """Perturb the model N times as ES does and count, per problem, each member's and the centre's correct
     answers among `samples` draws at the evaluation temperature, every member with its own sampling noise
     (diversity_statistics turns the counts into JS_succ, the predicted and the measured coverage gains).
-    JS_pol needs every member's samples scored by every member: it uses JS_SAMPLES draws. The members' seeds
+    JS_pol needs every member's samples scored by every member: it uses JS_SAMPLES draws on the first
+    JS_PROBLEMS problems (shown beside the verdict, not read by it). The members' seeds
     and sampling noise follow run.args.seed; `draw` numbers the measurement (one per sigma), so that each
     sigma's centre and members sample with noise of their own."""
     js_samples = JS_SAMPLES
@@ -545,18 +546,20 @@ def population_diversity(run: Context, problems: list[dict], population: int, si
 
     centre = correct(None, 0)
     members = torch.stack([correct(member_seed, i + 1) for i, member_seed in enumerate(seeds)])  # (N, P)
-    few = [es_grpo.prompt_text(p, tokenizer) for p in problems for _ in range(js_samples)]
+    scored = problems[:JS_PROBLEMS]
+    few = [es_grpo.prompt_text(p, tokenizer) for p in scored for _ in range(js_samples)]
     rolls = [sample(member_seed, population + 1 + i, few) for i, member_seed in enumerate(seeds)]
-    logp = torch.zeros(population, population, len(problems), js_samples)  # [i, j]: samples of i scored by j
+    logp = torch.zeros(population, population, len(scored), js_samples)  # [i, j]: samples of i scored by j
     with torch.no_grad():
         for j, member_seed in enumerate(seeds):
             es_grpo.set_weights(params, master, member_seed, sigma)
             for i, roll in enumerate(rolls):
                 token_logp, _ = es_grpo.token_logprobs(model, roll, args.eval_temperature)  # (P*S, T)
-                logp[i, j] = (token_logp * roll.completion_mask).sum(1).view(len(problems), js_samples)
+                logp[i, j] = (token_logp * roll.completion_mask).sum(1).view(len(scored), js_samples)
     es_grpo.set_weights(params, master)
     return {"population": population, "sigma": sigma, "samples": samples, "problems": len(problems),
-            "js_pol": float(np.mean([js_pol(logp[:, :, p]) for p in range(len(problems))])),
+            "js_pol": float(np.mean([js_pol(logp[:, :, p]) for p in range(len(scored))])),
+            "js_pol_problems": len(scored),
             "member_correct": members.tolist(), "centre_correct": centre.tolist()}
 
 
@@ -1945,7 +1948,9 @@ def diversity_section(evidence: Evidence) -> list[str]:
         "success beating the centre's, which is not diversity. `js_succ` is bias-corrected (each binary "
         "entropy by the exact parametric-bootstrap correction, `corrected_entropy`); `js_succ_plugin`, the "
         "plug-in, is biased up by about (1 - 1/N) / (2 x samples) nats per problem. The `disagreement` logged "
-        "during ES training (greedy 0/1 successes) is not JS_succ.", "",
+        "during ES training (greedy 0/1 successes) is not JS_succ. `js_pol` (no interval; in no verdict): "
+        f"{JS_SAMPLES} samples per member on the first {first.get('js_pol_problems', first['problems'])} "
+        "problems, each scored by every member.", "",
         "![diversity](analyses/diversity/diversity.png)", "", markdown_table(diversity, list(keys), "noise"), ""]
 
 
