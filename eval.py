@@ -1535,8 +1535,7 @@ def analyse(plan: Plan) -> Evidence:
         base_model, es_models[0], masks, sparse_args, analyses / "sparsity"))
     sparse_seeds = reused(plan, "sparsity-seeds", trained, lambda: sparse_over_seeds(
         base_model, es_models, plan.null_model, sparse_args, analyses / "sparsity"))
-    base_weights = named_weights(load(base_model, cheap)[0])
-    module_kinds = {algo: [drift(base_weights, named_weights(load(name, cheap)[0])) for name in plan.models(algo)]
+    module_kinds = {algo: [drift(plan.base_weights, named_weights(load(name, cheap)[0])) for name in plan.models(algo)]
                     for algo in ("es", "grpo")}
     forgetting = reused(plan, "forgetting", trained, lambda: forgetting_control(
         base_model, es_models, grpo_models, dataclasses.replace(plan.args, eval_samples=min(plan.samples, 64)),
