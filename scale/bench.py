@@ -236,8 +236,10 @@ def bench_growth(repeats: int) -> list[str]:
 
 def child(kind: str, size: str, repeats: str = "1"):
     """Run one configuration and print its peak resident set (in a fresh process, so peaks do not mix)."""
-    if kind.startswith("vllm") or kind.startswith("hf-"):
+    if kind in ("hf-generate", "vllm-generate", "hf-es", "vllm-es") and size in ("tiny", "52M"):
         return vllm_child(kind, size, int(repeats))
+    if kind not in ("inference", "es", "es-off", "grpo") or size not in ("tiny", "60M"):
+        raise SystemExit(f"--child: no configuration {kind} {size}")
     torch.set_num_threads(2)
     model, tokenizer, args, problems = tiny_setup()
     if size == "60M":  # a 50-100M model built from a config, where the optimizer state shows

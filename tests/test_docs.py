@@ -1,0 +1,149 @@
+"""Every command the docs give (README.md, scale/README.md, tests/EXERCISES.md, report/NOTES.md) runs from the
+checkout as a user types it: each entry point starts in a fresh interpreter (its --help, or a run where one is
+seconds), and the flags the docs give es_grpo.py and scale.train parse. What cannot run here (a hub id, CUDA,
+eight GPUs) is checked as far as that: its flags. A command the docs add without a check here fails."""
+import re
+import subprocess
+import sys
+from concurrent.futures import ThreadPoolExecutor
+
+import pytest
+
+import es_grpo
+from conftest import ROOT, in_process
+
+DOCS = ("README.md", "scale/README.md", "tests/EXERCISES.md", "report/NOTES.md")
+EVAL_COMMANDS = ("reproduce", "sweep", "drift", "sparsity", "diversity", "forgetting", "curves", "verifier")
+EXERCISE_COMMANDS = ("list", "make", "check")
+PLACEHOLDERS = {"$M": "tiny", "$D": "", "$R": "", "$flags": "", "MODEL": "tiny", "LINE": "", "RUN": "runs/x",
+                "S": "0", "T": "0.6", "LR": "1e-5"}
+
+
+def documented_commands() -> list[tuple[str, str]]:
+    """(document, command) for every `python ...` and `torchrun ...` the docs show, in code blocks (continued
+    lines joined, comments dropped) and inline."""
+    found = []
+    for doc in DOCS:
+        text = (ROOT / doc).read_text()
+        for block in re.findall(r"```[a-z]*\n(.*?)```", text, re.S):
+            for line in block.replace("\\\n", " ").splitlines():
+                command = re.split(r"\s#\s|\s+#\s", line.strip())[0].strip()
+                command = re.sub(r"^.*?\|\s*while read.*", "", command)
+                found += [(doc, command)] if re.match(r"(python|torchrun) ", command) else []
+        found += [(doc, c) for c in re.findall(r"`((?:python|torchrun) [^`]+)`", re.sub(r"```.*?```", "", text,
+                                                                                         flags=re.S))]
+    return found
+
+
+def entry_point(command: str) -> tuple[str, ...] | None:
+    """What a command starts: ("script", path[, subcommand]), ("module", name), ("torchrun", module), ("-c", code);
+    None for the test suite itself (python -m pytest)."""
+    words = command.split()
+    if words[0] == "torchrun":
+        return ("torchrun", words[words.index("-m") + 1])
+    if words[1] == "-m":
+        return None if words[2] == "pytest" else ("module", words[2])
+    if words[1] == "-c":
+        return ("-c", command.split("-c", 1)[1].strip().strip("\"'"))
+    script, rest = words[1], words[2:]
+    commands = {"eval.py": EVAL_COMMANDS, "tests/exercises.py": EXERCISE_COMMANDS}.get(script, ())
+    return ("script", script, rest[0]) if rest and rest[0] in commands else ("script", script)
+
+
+def fast_form(entry: tuple[str, ...], tmp) -> list[str]:
+    """The argv (after the interpreter) that checks an entry point in seconds."""
+    kind, name = entry[0], entry[1]
+    if kind == "torchrun":
+        return ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1", "-m", name, "--help"]
+    if kind == "module":
+        return ["-m", name] if name == "scale.memory" else ["-m", name, "--help"]
+    if kind == "-c":
+        return ["-c", name]
+    if entry == ("script", "tests/exercises.py", "list"):
+        return list(entry[1:])
+    if entry == ("script", "tests/exercises.py", "make"):
+        return [*entry[1:], "--out", str(tmp / "student"), "--only", "1"]
+    return [*entry[1:], "--help"]
+
+
+def flags_of(command: str) -> list[str] | None:
+    """The flags a documented es_grpo.py or scale.train run gives, placeholders filled; None for other commands."""
+    words = [PLACEHOLDERS.get(word, word) for word in command.split()]
+    words = [("x" if before.startswith("--") else "") if word == "..." else word  # "--data ...": a value
+             for before, word in zip(["", *words], words)]
+    words = [word for word in words if word]
+    if words[:2] == ["python", "es_grpo.py"]:
+        return words[2:]
+    if "scale.train" in words:
+        return words[words.index("scale.train") + 1:]
+    return None
+
+
+def test_the_docs_give_commands_and_each_has_a_check():
+    commands = documented_commands()
+    entries = {entry_point(c) for _, c in commands} - {None}
+    assert len(commands) > 40 and ("script", "es_grpo.py") in entries and ("module", "scale.bench") in entries
+    assert {entry[0] for entry in entries} <= {"script", "module", "torchrun", "-c"}
+    scripts = {entry[1] for entry in entries if entry[0] == "script"}
+    assert scripts <= {"es_grpo.py", "eval.py", "tests/exercises.py", "tiny_model/pretrain.py"}, scripts
+
+
+def test_every_documented_entry_point_starts_in_a_fresh_interpreter(tmp_path):
+    """Each distinct script, module and torchrun launch, two at a time (the machine's cores); a script's
+    subcommands (eval.py drift, ...) answer --help in this process, after the script itself started fresh. A
+    python -c that needs the hub (`datasets`) is compiled, not run."""
+    entries = sorted({entry_point(c) for _, c in documented_commands()} - {None})
+    hub = [e for e in entries if e[0] == "-c" and "load_dataset" in e[1]]
+    for entry in hub:
+        compile(entry[1], "<docs>", "exec")
+    subcommands = [e for e in entries if len(e) == 3 and e[1] == "eval.py"]
+    for _, _, name in subcommands:
+        eval_script = __import__("importlib").import_module("eval")
+        assert in_process(eval_script.main, name, "--help").returncode == 0, name
+    runnable = [e for e in entries if e not in hub and e not in subcommands]
+    if any(e[1] == "eval.py" for e in subcommands):
+        runnable.append(("script", "eval.py"))
+
+    def started(entry):
+        argv = fast_form(entry, tmp_path)
+        done = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=120,
+                              env={**__import__("os").environ, "PYTHONPATH": ""})
+        return entry, argv, done
+
+    with ThreadPoolExecutor(2) as pool:
+        results = list(pool.map(started, sorted(set(runnable))))
+    broken = [f"{' '.join(argv)}: exit {done.returncode}: {done.stderr.strip()[-300:]}"
+              for entry, argv, done in results if done.returncode != 0]
+    assert not broken, "\n".join(broken)
+    assert len(results) >= 12
+
+
+def test_every_documented_run_gives_flags_that_parse(monkeypatch):
+    """The flags of each es_grpo.py and scale.train run the docs show (a hub id or CUDA included: only parsed)."""
+    from scale import train
+    monkeypatch.setattr(sys, "argv", ["scale.train"])
+    checked = 0
+    for doc, command in documented_commands():
+        flags = flags_of(command)
+        if flags is None or "--help" in flags:
+            continue
+        if "scale.train" in command:
+            parser = es_grpo.dataclass_parser(train.ScaleArgs, "scale.train", allow_abbrev=False)
+            _, rest = parser.parse_known_args(flags)
+            flags = rest
+        if "--resume" in flags:  # its folder's config would be read: only what comes beside it is parsed
+            flags = flags[:flags.index("--resume")] + flags[flags.index("--resume") + 2:]
+        result = in_process(lambda argv: es_grpo.parse_args(argv), *flags)
+        assert result.returncode == 0, f"{doc}: {command}\n{result.stderr}"
+        checked += 1
+    assert checked >= 10
+
+
+def test_the_bench_starts_its_children_as_modules():
+    """scale.bench's memory and vllm parts run each configuration in a child started as `-m scale.bench` from
+    the repository's root (started as a file, `import es_grpo` failed); one child, the smallest."""
+    from scale import bench
+    measured = bench.in_child("inference", "tiny")
+    assert measured["rss_mb"] > 0 and measured["rows"] > 0
+    with pytest.raises(RuntimeError, match="child nope tiny exited 1: --child: no configuration nope tiny"):
+        bench.in_child("nope", "tiny")
