@@ -129,8 +129,6 @@ class Args:
     es_zscore: bool = flag(True, "z-score rewards across the population")
     es_antithetic: bool = flag(False, "mirrored sampling: N/2 seeds, each used with +eps and -eps")
     es_null: bool = flag(False, "control: rewards shuffled across members (no signal)")
-    es_batched: str = flag("auto", "decode members in one batch (HF rollout; auto: if greedy and "
-                           "the weights fit in 1 GiB or half the free GPU)", ("auto", "on", "off"))
     # GRPO (paper: 8 samples/prompt, lr 1e-6, temperature 1.0, clip 0.2, beta 0.001)
     grpo_prompts: int = flag(32, "prompts per GRPO step")
     grpo_group: int = flag(8, "samples per prompt (the group)")
@@ -203,7 +201,6 @@ def parse_args(argv=None) -> Args:
          f"--eval-problems: the built-in set has {EVAL_POOL}"),
         (not 1 <= a.heldout_problems <= EVAL_POOL,
          f"--heldout-problems must be between 1 and {EVAL_POOL}"),
-        (a.es_batched == "on" and a.es_temperature > 0, "--es-batched on needs --es-temperature 0"),
         (not 0 < a.eval_top_p <= 1, "--eval-top-p must be in (0, 1]"),
         (a.grpo_temperature <= 0 or a.eval_temperature < 0 or a.es_temperature < 0,
          "--grpo-temperature must be positive (it divides the logits), the others not negative")]:
@@ -1017,7 +1014,7 @@ def es_step(run: Context, state: ESState, problems: list[dict], seed: int) -> di
     exchanged, and eps regenerated from seeds."""
     args = run.args
     seeds = member_seeds(args, seed)
-    scores, drawn = score_members(run, state, problems, seeds, seed)
+    scores, drawn = (run.score_members or score_members)(run, state, problems, seeds, seed)
     rewards = scores["reward"].float()  # (N,) each member's mean reward
     if args.es_null:  # the control: every member is credited with another's reward
         rewards = rewards[torch.randperm(len(seeds), generator=torch.Generator().manual_seed(seed))]
@@ -1035,126 +1032,27 @@ def es_step(run: Context, state: ESState, problems: list[dict], seed: int) -> di
 def score_members(run: Context, state: ESState, problems: list[dict], seeds: list[int],
                   seed: int) -> tuple[dict, dict]:
     """Every member's reward, tokens and entropy sum, (N,), and problems solved, (N, P), summed over
-    the processes (each scores a share of the members); and the eps drawn, by (seed, index)."""
-    args, P = run.args, len(problems)
-    scores = {name: torch.zeros(len(seeds), dtype=torch.float64)
-              for name in ("reward", "tokens", "entropy_sum")}
-    scores["solved"] = torch.zeros(len(seeds), P, dtype=torch.float64)  # (N, P)
-    mine, drawn = run.ranks.share(range(len(seeds))), {}
-    together = members_together(run, state, P, len(mine))  # 0: one at a time
-    prompts = [prompt_text(p, run.tokenizer) for p in problems]
-    sampling, size = args.sampling("es", seed), together or 1
-    for group in [mine[i:i + size] for i in range(0, len(mine), size)]:
-        if together:
-            try:
-                with population_forward(run.model, state, [seeds[m] for m in group], args.es_sigma,
-                                        drawn):
-                    roll = run.generate(run.model, run.tokenizer, prompts * len(group),
-                                        dataclasses.replace(sampling, batch_size=len(group) * P))
-            except NotImplementedError:  # a layer it cannot batch: one member at a time instead
-                one_by_one = dataclasses.replace(args, es_batched="off")
-                return score_members(dataclasses.replace(run, args=one_by_one), state, problems,
-                                     seeds, seed)
-        else:
-            set_weights(state.members, state.master, seeds[group[0]], args.es_sigma)
-            roll = run.generate(run.model, run.tokenizer, prompts, sampling)
-        for j, member in enumerate(group):
-            part = roll.rows(slice(j * P, (j + 1) * P))
-            rewards = score(problems, part.texts)  # (P,)
-            scores["reward"][member], scores["tokens"][member] = float(rewards.mean()), part.tokens
-            scores["entropy_sum"][member] = float(part.entropy.sum())
-            scores["solved"][member] = rewards == 1.0
-    return run.ranks.sum(scores), drawn  # every process has every member's scores now
+    the processes (each scores a share of the members); and the eps drawn that es_update may reuse,
+    by (seed, tensor index). Here one member at a time, set in the weights: {} drawn. run()'s
+    score_members hook takes another way (scale/population.py: the population in one batch)."""
+    scores, prompts = new_scores(len(seeds), len(problems)), [
+        prompt_text(p, run.tokenizer) for p in problems]
+    for member in run.ranks.share(range(len(seeds))):
+        set_weights(state.members, state.master, seeds[member], run.args.es_sigma)
+        roll = run.generate(run.model, run.tokenizer, prompts, run.args.sampling("es", seed))
+        score_member(scores, member, problems, roll)
+    return run.ranks.sum(scores), {}  # every process has every member's scores now
 
-# --- layer: the population in one batch. Every member's rows are decoded together, each block
-# with its member's weights, by batched matmuls: the rewards and update of scoring members one by
-# one, up to float rounding (tests/test_es.py:
-# test_population_batched_es_scores_and_updates_as_member_by_member).
+def new_scores(members: int, prompts: int) -> dict[str, torch.Tensor]:
+    scores = {name: torch.zeros(members, dtype=torch.float64)
+              for name in ("reward", "tokens", "entropy_sum")}  # (N,) each
+    return scores | {"solved": torch.zeros(members, prompts, dtype=torch.float64)}  # (N, P)
 
-def members_together(run: Context, state: ESState, prompts: int, mine: int) -> int:
-    """How many members one batched decoding scores; 0: one at a time, set in the weights. Auto:
-    greedy, the HF rollout, and the stacked weights and eps within 1 GiB or half the free GPU."""
-    args, together = run.args, max(1, run.args.rollout_batch // prompts)
-    if run.generate is not rollout or args.es_batched == "off":
-        return 0
-    if args.es_batched == "on":
-        return together
-    if args.es_temperature > 0 or together == 1:
-        return 0
-    first = state.members[0]
-    stacked = min(together, mine) * sum(p.numel() * (p.element_size() + 4) for p in state.members)
-    free = torch.cuda.mem_get_info(first.device)[0] / 2 if first.device.type == "cuda" else 2**30
-    return together if stacked <= free else 0
-
-def population_forward(model, state: ESState, seeds: list[int], sigma: float, drawn: dict):
-    """A context inside which row block n of every batch runs with member n's weights
-    master + sigma * eps_n, as set_weights builds them (batched_layers: NotImplementedError for a
-    layer it cannot batch). Each eps is kept in drawn[seed, index] for es_update."""
-    stacked = {}  # shared by tied layers
-    def members(i: int, param: torch.Tensor) -> torch.Tensor:  # (N, *shape) of params[i]
-        if i not in stacked:
-            for seed in seeds:
-                drawn[seed, i] = noise(seed, i, param)
-            base = state.master[i].to(param.device)
-            stacked[i] = torch.stack([(base + sigma * drawn[seed, i]).to(param.dtype)
-                                      for seed in seeds])
-        return stacked[i]
-    return batched_layers(model, state.members, members, len(seeds))
-
-@contextlib.contextmanager
-def batched_layers(model, params: list[torch.Tensor], members: Callable, count: int):
-    """Inside, a batch of count * R rows runs row block n with member n's weights, members(i,
-    params[i]): (count, *shape). Linear, Embedding and norm (weight * f(x)) layers are patched;
-    another layer with weights raises NotImplementedError. On leaving, every layer has its class's
-    forward again."""
-    index = {id(p): i for i, p in enumerate(params)}
-    stacked = lambda param: members(index[id(param)], param)  # (N, *shape)
-    patched = []
-    try:
-        for layer in model.modules():
-            own = dict(layer.named_parameters(recurse=False))
-            if not own:
-                continue
-            if isinstance(layer, torch.nn.Linear):
-                layer.forward = batched_linear(layer, stacked, count)
-            elif isinstance(layer, torch.nn.Embedding):
-                layer.forward = batched_embedding(stacked(layer.weight), count)
-            elif own.keys() == {"weight"} and own["weight"].dim() == 1:
-                layer.forward = batched_norm(layer, stacked(layer.weight), count)
-            else:
-                raise NotImplementedError(f"no batched form for {type(layer).__name__}")
-            patched.append(layer)
-        yield
-    finally:
-        for layer in patched:
-            del layer.forward  # back to the class's forward
-
-def by_member(x: torch.Tensor, count: int) -> torch.Tensor:  # (N * R, ..., d) -> (N, R * ..., d)
-    return x.reshape(count, -1, x.shape[-1])
-
-def batched_linear(layer, stacked: Callable, count: int):
-    weight, bias = stacked(layer.weight), None if layer.bias is None else stacked(layer.bias)
-    def forward(x):  # x: (N * R, L, in)
-        out = torch.bmm(by_member(x, count), weight.transpose(1, 2))  # (N, R * L, out)
-        return (out if bias is None else out + bias[:, None]).reshape(*x.shape[:-1], -1)
-    return forward
-
-def batched_embedding(weight: torch.Tensor, count: int):  # weight: (N, V, d)
-    def forward(ids):  # ids: (N * R, L)
-        member = torch.arange(count, device=ids.device).repeat_interleave(ids.shape[0] // count)
-        return weight[member[:, None], ids]  # (N * R, L, d)
-    return forward
-
-def batched_norm(layer, weight: torch.Tensor, count: int):  # weight: (N, d)
-    unit = copy.deepcopy(layer)
-    unit.weight.data.fill_(1.0)  # unit(x) = f(x)
-    probe = torch.randn(2, layer.weight.shape[0], device=layer.weight.device,
-                        dtype=layer.weight.dtype)
-    if not torch.equal(layer(probe), layer.weight * unit(probe)):  # Gemma's (1 + weight) * f(x)
-        raise NotImplementedError(f"{type(layer).__name__} is not weight * f(x)")
-    def forward(x):  # x: (N * R, L, d)
-        return (weight[:, None] * by_member(unit(x), count)).reshape(x.shape)
-    return forward
+def score_member(scores: dict, member: int, problems: list[dict], roll: Rollout):
+    rewards = score(problems, roll.texts)  # (P,)
+    scores["reward"][member], scores["tokens"][member] = float(rewards.mean()), roll.tokens
+    scores["entropy_sum"][member] = float(roll.entropy.sum())
+    scores["solved"][member] = rewards == 1.0
 
 # ----------------------------------------------------------------------------- schedule
 
@@ -1203,6 +1101,7 @@ class Context:
     generate: Callable = rollout  # rollout, or a function with its signature (scale/: vLLM)
     ranks: OneProcess = ONE_PROCESS
     es_weights: Callable | None = None  # model -> where ES sets members (scale/: an engine's)
+    score_members: Callable | None = None  # as score_members (scale/: the population in one batch)
     train: list[dict] = field(default_factory=list)
     evaluation: list[dict] = field(default_factory=list)  # evaluated after each stage
 
@@ -1429,14 +1328,17 @@ def resume_metrics(run: Context, schedule: list, checkpoint: dict | None):
 
 # ----------------------------------------------------------------------------- run
 
-def run(args: Args, generate=rollout, ranks: OneProcess = ONE_PROCESS, es_weights=None) -> dict:
+def run(args: Args, generate=rollout, ranks: OneProcess = ONE_PROCESS, es_weights=None,
+        score_members=None) -> dict:
     """Evaluate the base model, train each stage of the schedule, evaluate and save after each. The
     hooks (scale/ fills them): generate, rollout or any function with its signature (vLLM); ranks,
-    the split over processes; es_weights, where ES sets its members (an engine's weights)."""
+    the split over processes; es_weights, where ES sets its members (an engine's weights);
+    score_members, how ES scores its population (the members in one batch)."""
     locks = []  # the run folder's, released however the run ends: a notebook can --resume it
+    hooks = dict(generate=generate, ranks=ranks, es_weights=es_weights,
+                 score_members=score_members)
     try:
-        context, checkpoint, heldout = prepare(args, dict(generate=generate, ranks=ranks,
-                                                          es_weights=es_weights), locks)
+        context, checkpoint, heldout = prepare(args, hooks, locks)
         return train_schedule(context, checkpoint, heldout)
     finally:
         for lock in filter(None, locks):

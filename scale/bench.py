@@ -32,6 +32,8 @@ import torch
 
 import es_grpo
 from scale.gpu_check import CheckArgs, build
+from scale import population
+from scale.population import PopulationScorer
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -62,12 +64,13 @@ def tiny_setup(**overrides):
     return model.eval(), tokenizer, args, problems
 
 
-def es_runner(model, tokenizer, args, problems):
+def es_runner(model, tokenizer, args, problems, batched: str = "auto"):
     model = copy.deepcopy(model)
     params = list(model.parameters())
     master = es_grpo.master_weights(params)
     counter = iter(range(10**6))
-    run, state = es_grpo.Context(args, model, tokenizer), es_grpo.ESState(params, master)
+    run = es_grpo.Context(args, model, tokenizer, score_members=PopulationScorer(batched))
+    state = es_grpo.ESState(params, master)
     return lambda: es_grpo.es_step(run, state, problems[:args.es_prompts], next(counter))
 
 
@@ -97,8 +100,7 @@ def bench_es(repeats: int) -> list[tuple]:
         roll = es_grpo.rollout(model, tokenizer, prompts, args.sampling("es", 0))
         tokens["inference"] = roll.tokens
 
-    batched, one_by_one = (es_runner(model, tokenizer, dataclasses.replace(args, es_batched=mode), problems)
-                           for mode in ("on", "off"))
+    batched, one_by_one = (es_runner(model, tokenizer, args, problems, mode) for mode in ("on", "off"))
     medians = alternate({"batched": lambda: tokens.__setitem__("batched", batched()["tokens"]),
                          "one_by_one": lambda: tokens.__setitem__("one_by_one", one_by_one()["tokens"]),
                          "inference": inference}, repeats)
@@ -111,10 +113,12 @@ def bench_es(repeats: int) -> list[tuple]:
 
 def bench_profile(repeats: int) -> list[str]:
     """Where one population-batched ES iteration's time goes, beside plain generation of the same rows."""
-    model, tokenizer, args, problems = tiny_setup(es_batched="on")
+    model, tokenizer, args, problems = tiny_setup()
     prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems[:args.es_prompts]] * args.es_population
     parts, spent = {"noise": "drawing eps", "score": "verifier", "es_update": "update"}, {}
-    originals = {name: getattr(es_grpo, name) for name in parts}
+    modules = (es_grpo, population)  # population.py draws its eps through its own name for noise
+    originals = {(module, name): getattr(module, name) for module in modules for name in parts
+                 if hasattr(module, name)}
 
     def timing(label, function):
         def wrapped(*a, **k):
@@ -124,10 +128,10 @@ def bench_profile(repeats: int) -> list[str]:
             return result
         return wrapped
 
-    step, rows = es_runner(model, tokenizer, args, problems), []
+    step, rows = es_runner(model, tokenizer, args, problems, "on"), []
     try:
-        for name, label in parts.items():
-            setattr(es_grpo, name, timing(label, originals[name]))
+        for (module, name), function in originals.items():
+            setattr(module, name, timing(parts[name], function))
         for round_ in range(repeats + 1):
             spent.clear()
             total = timed(step)
@@ -136,8 +140,8 @@ def bench_profile(repeats: int) -> list[str]:
                 rows.append({**spent, "batched generation and stacking (the rest)": total - sum(spent.values()),
                              "whole iteration": total, "plain generation of the same rows, for comparison": plain})
     finally:
-        for name, function in originals.items():
-            setattr(es_grpo, name, function)
+        for (module, name), function in originals.items():
+            setattr(module, name, function)
     return ["| one ES iteration (tiny default, batched) | seconds |", "|---|---|"] + \
         [f"| {key} | {statistics.median(row[key] for row in rows):.3f} |" for key in rows[0]]
 
@@ -251,8 +255,7 @@ def child(kind: str, size: str, repeats: str = "1"):
         prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems[:args.es_prompts]] * args.es_population
         run = lambda: es_grpo.rollout(model, tokenizer, prompts, args.sampling("es", 0))
     elif kind.startswith("es"):  # es: the automatic choice; es-off: member by member
-        run = es_runner(model, tokenizer, dataclasses.replace(args, es_batched="off") if kind == "es-off" else args,
-                        problems)
+        run = es_runner(model, tokenizer, args, problems, "off" if kind == "es-off" else "auto")
     else:
         run = grpo_runner(model, tokenizer, args, problems)
     for _ in range(2):
@@ -411,8 +414,8 @@ def vllm_child(kind: str, size: str, repeats: int):
         params = list(model.parameters())
         state = es_grpo.ESState(generate.es_weights(model) if kind.startswith("vllm") else params,
                                 es_grpo.master_weights(params))
-        context = es_grpo.Context(dataclasses.replace(args, es_batched="off" if kind.startswith("vllm") else "auto"),
-                                  model, tokenizer, generate)
+        context = es_grpo.Context(args, model, tokenizer, generate,
+                                  score_members=None if kind.startswith("vllm") else PopulationScorer("auto"))
         counter = iter(range(10**6))
 
         def run():

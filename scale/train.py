@@ -7,9 +7,11 @@
     torchrun --nproc_per_node=2 -m scale.train --algo es --steps 4    # CPU, gloo, the shipped tiny model
     torchrun --nproc_per_node=2 -m scale.train --resume runs/es-s0     # its scale flags come from the run folder
 
-All of the algorithm is es_grpo.py; this file picks its two hooks: `ranks` (scale/distributed.py: process
-groups, DDP or FSDP for GRPO, weight-agreement checks) and `generate` (es_grpo.rollout, or vLLM). Its own
-flags are saved in the run folder's config.json, so --resume continues with them. See scale/README.md.
+All of the algorithm is es_grpo.py; this file fills its hooks: `ranks` (scale/distributed.py: process
+groups, DDP or FSDP for GRPO, weight-agreement checks), `generate` (es_grpo.rollout, or vLLM), `es_weights`
+(ES inside the vLLM engine) and `score_members` (scale/population.py: the ES population in one batch). Its
+own flags are saved in the run folder's config.json, so --resume continues with them. On one process
+(python -m scale.train, no torchrun) it is es_grpo.py with those layers. See scale/README.md.
 """
 from __future__ import annotations
 
@@ -26,6 +28,7 @@ from transformers import AutoTokenizer
 import es_grpo
 from scale import memory
 from scale.distributed import Torchrun
+from scale.population import MODES, PopulationScorer
 from es_grpo import dataclass_parser, flag
 from scale.vllm_rollout import EngineSettings, VLLMRollout  # vLLM itself: only when an engine starts
 
@@ -43,6 +46,8 @@ class ScaleArgs:
                            ("auto", "float32", "bfloat16", "float16"))
     vllm_max_len: int = flag(0, "vLLM max_model_len, prompt plus completion (0: the run's longest prompt plus "
                                 "--max-new-tokens)")
+    es_batched: str = flag("auto", "decode ES members in one batch (HF rollout; auto: if greedy and the "
+                                   "weights fit in 1 GiB or half the free GPU)", MODES)
     grpo_fsdp: bool = flag(False, "shard GRPO's trained weights, gradients, AdamW states and reference over the "
                                   "ranks (FSDP2) instead of DDP; rollouts use a whole copy")
     check_every: int = flag(1, "updates between checks that all ranks hold identical weights (0: at stage ends)")
@@ -138,6 +143,7 @@ def main(argv=None, launcher=Torchrun):
     world = int(os.environ.get("WORLD_SIZE", "1"))
     for bad, message in [
         (not 0 <= scale.vllm_memory < 1, "--vllm-memory must be in [0, 1) (0: computed)"),
+        (scale.es_batched == "on" and config["es_temperature"] > 0, "--es-batched on needs --es-temperature 0"),
         (scale.check_every < 0 or scale.dist_timeout < 1,
          "--check-every must not be negative, --dist-timeout positive"),
         (config["grpo_prompts"] < world, f"--grpo-prompts must be at least the number of ranks ({world})"),
@@ -152,7 +158,7 @@ def main(argv=None, launcher=Torchrun):
     ranks = launcher(scale.grpo_fsdp, scale.check_every, scale.dist_timeout, config=vars(scale),
                      engine=generate if scale.rollout == "vllm" else None, model_device="cpu" if in_engine_es else None)
     es_weights = generate.es_weights if scale.rollout == "vllm" else None  # ES's members: the engine's weights
-    return es_grpo.run(args, generate, ranks, es_weights)
+    return es_grpo.run(args, generate, ranks, es_weights, PopulationScorer(scale.es_batched))
 
 
 if __name__ == "__main__":

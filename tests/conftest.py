@@ -94,6 +94,25 @@ def pytest_addoption(parser):
                      help="completions per verifier in the fuzz test")
 
 
+def es_step_recording_rewards(model, tokenizer, problems, args, seed=1, batched=None):
+    """es_step's statistics, the member rewards it normalised, its master after the update, and the texts;
+    batched: scale/population.py's mode (None: es_grpo's members one at a time)."""
+    from scale.population import PopulationScorer
+    model = copy.deepcopy(model)
+    params = list(model.parameters())
+    master = es_grpo.master_weights(params)
+    rewards, texts, plain_zscore, plain_score = [], [], es_grpo.zscore, es_grpo.score
+    es_grpo.zscore = lambda r: (rewards.append(r.clone()), plain_zscore(r))[1]
+    es_grpo.score = lambda p, t: (texts.extend(t), plain_score(p, t))[1]
+    try:
+        scorer = None if batched is None else PopulationScorer(batched)
+        run = es_grpo.Context(args, model, tokenizer, score_members=scorer)
+        stats = es_grpo.es_step(run, es_grpo.ESState(params, master), problems, seed=seed)
+    finally:
+        es_grpo.zscore, es_grpo.score = plain_zscore, plain_score
+    return stats, rewards[0], master, texts
+
+
 def summary_of(out):
     return [{k: v for k, v in stage.items() if k != "seconds"}
             for stage in json.loads((out / "summary.json").read_text())["stages"]]

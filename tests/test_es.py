@@ -5,7 +5,7 @@ import torch
 from safetensors.torch import load_file
 
 import es_grpo
-from conftest import SMALL_RUN, run_es_grpo, summary_of
+from conftest import SMALL_RUN, es_step_recording_rewards, run_es_grpo, summary_of
 from es_grpo import Context, ESState, es_update, js_succ, noise, set_weights, zscore
 
 
@@ -82,53 +82,6 @@ def test_es_step_scores_population_and_moves_weights(fresh_tiny):
     assert all(torch.equal(m, p.detach()) for m, p in zip(master, params))
 
 
-def es_step_recording_rewards(model, tokenizer, problems, args, seed=1):
-    """es_step's statistics, the member rewards it normalised, its master after the update, and the texts."""
-    import copy
-    model = copy.deepcopy(model)
-    params = list(model.parameters())
-    master = es_grpo.master_weights(params)
-    rewards, texts, plain_zscore, plain_score = [], [], es_grpo.zscore, es_grpo.score
-    es_grpo.zscore = lambda r: (rewards.append(r.clone()), plain_zscore(r))[1]
-    es_grpo.score = lambda p, t: (texts.extend(t), plain_score(p, t))[1]
-    try:
-        stats = es_grpo.es_step(Context(args, model, tokenizer), ESState(params, master), problems, seed=seed)
-    finally:
-        es_grpo.zscore, es_grpo.score = plain_zscore, plain_score
-    return stats, rewards[0], master, texts
-
-
-def test_population_batched_es_scores_and_updates_as_member_by_member(tiny):
-    model, tokenizer = tiny
-    problems = es_grpo.generate_problems("countdown", 16, seed=8)
-    args = es_grpo.Args(es_population=6, es_prompts=16, es_sigma=2e-2)
-    one_by_one = es_step_recording_rewards(model, tokenizer, problems, dataclasses.replace(args, es_batched="off"))
-    batched = es_step_recording_rewards(model, tokenizer, problems,
-                                        dataclasses.replace(args, es_batched="on", rollout_batch=32))  # 2 a batch
-    same_text = sum(a == b for a, b in zip(one_by_one[3], batched[3])) / len(one_by_one[3])
-    assert len(batched[3]) == 6 * 16 and same_text >= 0.99
-    assert torch.equal(one_by_one[1], batched[1])  # the same member rewards...
-    assert all(torch.equal(a, b) for a, b in zip(one_by_one[2], batched[2]))  # ...hence the same update
-    assert one_by_one[0]["disagreement"] == batched[0]["disagreement"]
-    assert one_by_one[0]["tokens"] == batched[0]["tokens"]
-
-
-def test_population_batching_falls_back_for_layers_it_cannot_batch(fresh_tiny):
-    model, tokenizer = fresh_tiny
-    model.model.norm = torch.nn.LayerNorm(model.config.hidden_size)  # a norm with a bias: no batched form here
-    problems = es_grpo.generate_problems("countdown", 4, seed=8)
-    args = es_grpo.Args(es_population=3, es_prompts=4)
-    with pytest.raises(NotImplementedError):
-        params = list(model.parameters())
-        with es_grpo.population_forward(model, ESState(params, es_grpo.master_weights(params)), [1, 2, 3], 1e-2,
-                                        {}):
-            pass
-    assert all("forward" not in vars(layer) for layer in model.modules())  # nothing left patched
-    fallback = es_step_recording_rewards(model, tokenizer, problems, dataclasses.replace(args, es_batched="on"))
-    expected = es_step_recording_rewards(model, tokenizer, problems, dataclasses.replace(args, es_batched="off"))
-    assert torch.equal(fallback[1], expected[1])
-
-
 def test_antithetic_pairs_mirror_the_noise_and_update_by_reward_differences():
     """Hand-built: one tensor, one pair (s, -s). The mirrored estimator: sum_n z_n eps_n = (z_s - z_-s) eps_s;
     equal rewards within the pair cancel (up to float rounding)."""
@@ -181,7 +134,7 @@ def test_an_es_step_moves_the_weights_toward_the_better_member(fresh_tiny, monke
     def scores(problems, texts):  # every row of the member now in the model
         return torch.full((len(texts),), float((params[index].detach().float() - before) @ d))
     monkeypatch.setattr(es_grpo, "score", scores)
-    args = es_grpo.Args(es_population=32, es_prompts=1, es_batched="off", max_new_tokens=1, es_alpha=1e-2)
+    args = es_grpo.Args(es_population=32, es_prompts=1, max_new_tokens=1, es_alpha=1e-2)
     es_grpo.es_step(Context(args, model, tokenizer), ESState(params, master),
                     es_grpo.generate_problems("countdown", 1, seed=1), seed=3)
     step = master[index] - before
@@ -208,7 +161,7 @@ def test_es_without_zscore_steps_along_centred_raw_rewards(fresh_tiny, monkeypat
     model, tokenizer = fresh_tiny
     problems = es_grpo.generate_problems("countdown", 8, seed=7)
     args = es_grpo.Args(es_population=4, es_prompts=8, es_zscore=False, es_alpha=0.5, es_sigma=3e-2,
-                        es_batched="off", max_new_tokens=6)
+                        max_new_tokens=6)
     params = list(model.parameters())
     master = es_grpo.master_weights(params)
     before, scored, score = [m.clone() for m in master], [], es_grpo.score

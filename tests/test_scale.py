@@ -1,7 +1,6 @@
 """scale/: two gloo ranks on CPU against one process, faults across ranks, and the vLLM backend's logic
 on plain torch models (vLLM itself needs CUDA and is not installed here)."""
 import copy
-import dataclasses
 import json
 import os
 import shutil
@@ -20,6 +19,7 @@ import es_grpo
 from conftest import ROOT, in_process, run_es_grpo
 
 from scale import gpu_check, train  # noqa: E402
+from scale.population import PopulationScorer  # noqa: E402
 from scale.vllm_rollout import EngineSettings, completions_to_rollout  # noqa: E402
 
 RUN = ["--steps", "3", "--es-population", "5", "--es-prompts", "4", "--grpo-prompts", "4", "--grpo-group", "4",
@@ -383,11 +383,11 @@ def test_population_batched_es_matches_member_by_member_on_the_gpu():
     problems = es_grpo.generate_problems("countdown", 32, seed=8)
     args = es_grpo.Args(es_population=8, es_prompts=32, es_sigma=2e-2)
     masters = []
-    for mode in ("off", "on"):
+    for scorer in (None, PopulationScorer("on")):
         net = copy.deepcopy(model).eval()
         params = list(net.parameters())
         masters.append(es_grpo.master_weights(params))
-        es_grpo.es_step(es_grpo.Context(dataclasses.replace(args, es_batched=mode), net, tokenizer),
+        es_grpo.es_step(es_grpo.Context(args, net, tokenizer, score_members=scorer),
                         es_grpo.ESState(params, masters[-1]), problems, seed=1)
     assert max(float((a - b).abs().max()) for a, b in zip(*masters)) < 1e-6  # kernels may round differently
 

@@ -1,0 +1,40 @@
+"""scale/population.py: the ES population decoded in one batch, against es_grpo.py's members one at a time."""
+import dataclasses
+
+import pytest
+import torch
+
+import es_grpo
+from conftest import es_step_recording_rewards
+from es_grpo import ESState
+from scale.population import population_forward
+
+
+def test_population_batched_es_scores_and_updates_as_member_by_member(tiny):
+    model, tokenizer = tiny
+    problems = es_grpo.generate_problems("countdown", 16, seed=8)
+    args = es_grpo.Args(es_population=6, es_prompts=16, es_sigma=2e-2)
+    one_by_one = es_step_recording_rewards(model, tokenizer, problems, args)  # es_grpo.py's own path
+    batched = es_step_recording_rewards(model, tokenizer, problems, dataclasses.replace(args, rollout_batch=32),
+                                        batched="on")  # 2 members a batch
+    same_text = sum(a == b for a, b in zip(one_by_one[3], batched[3])) / len(one_by_one[3])
+    assert len(batched[3]) == 6 * 16 and same_text >= 0.99
+    assert torch.equal(one_by_one[1], batched[1])  # the same member rewards...
+    assert all(torch.equal(a, b) for a, b in zip(one_by_one[2], batched[2]))  # ...hence the same update
+    assert one_by_one[0]["disagreement"] == batched[0]["disagreement"]
+    assert one_by_one[0]["tokens"] == batched[0]["tokens"]
+
+
+def test_population_batching_falls_back_for_layers_it_cannot_batch(fresh_tiny):
+    model, tokenizer = fresh_tiny
+    model.model.norm = torch.nn.LayerNorm(model.config.hidden_size)  # a norm with a bias: no batched form here
+    problems = es_grpo.generate_problems("countdown", 4, seed=8)
+    args = es_grpo.Args(es_population=3, es_prompts=4)
+    with pytest.raises(NotImplementedError):
+        params = list(model.parameters())
+        with population_forward(model, ESState(params, es_grpo.master_weights(params)), [1, 2, 3], 1e-2, {}):
+            pass
+    assert all("forward" not in vars(layer) for layer in model.modules())  # nothing left patched
+    fallback = es_step_recording_rewards(model, tokenizer, problems, args, batched="on")
+    expected = es_step_recording_rewards(model, tokenizer, problems, args)
+    assert torch.equal(fallback[1], expected[1])
