@@ -15,8 +15,9 @@ GRPO->ES schedule.
 Sections follow the paper: config, model, task and verifier, rollout, Pass@K, GRPO, ES,
 schedule, run. A "layer" after an idea makes it faster or safer, and names the test showing the
 same result; "machinery" (processes, run folders) serves the run, not the algorithm. scale/ adds
-many processes (distributed.py) and vLLM (vllm_rollout.py) through run()'s hooks; this file
-imports nothing from it.
+the ES population in one batch (population.py), math answers bounded in any thread
+(verifier.py), many processes (distributed.py) and vLLM (vllm_rollout.py) through run()'s hooks
+and LATEX; `python -m scale.train` runs them all. This file imports nothing from it.
 
 Deliberate departures from the paper (the tiny default preset unless marked; --preset paper
 restores the paper's settings):
@@ -48,9 +49,8 @@ import math
 import os
 import random
 import re
-import select
 import shutil
-import subprocess
+import signal
 import sys
 import tempfile
 import threading
@@ -249,7 +249,7 @@ def eos_ids(model, tokenizer) -> list[int]:  # where a completion ends: chat mod
 # Rewards as in the paper: 1.0 correct, 0.1 a final answer that is wrong, 0 no final answer. Model
 # text is matched and parsed, never run as code. Countdown and plain numbers are parsed here,
 # bounded in length and nesting (microseconds a call); LaTeX goes to math-verify, the field's
-# answer checker (TRL, open-r1), in a worker process that is killed past MATH_SECONDS.
+# answer checker (TRL, open-r1), bounded by its own timeout of MATH_SECONDS.
 
 MAX_EXPR_CHARS, MAX_DEPTH, MAX_NUMBER_CHARS = 256, 32, 64
 MAX_BITS = 4096  # of a power's result
@@ -258,8 +258,6 @@ EXPRESSION = re.compile(r"[\s0-9+\-*/()]*")  # countdown's alphabet
 PLAIN_MATH = re.compile(r"[\s0-9.+\-*/^()]*")  # a plain math answer's: decimals, signs, powers too
 EXPR_TOKEN = re.compile(r"[0-9]*\.?[0-9]+|[-+*/^()]")  # one pass
 ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S)
-SYMPY_LITERAL = re.compile(r"from sympy import \*|[A-Za-z_]\w* ?|"  # what sympy's parse_expr runs
-                           r"(?:Integer|Float|Rational|Symbol) ?\( ?(?:[0-9]+|'[\w.]*') ?\) ?")
 LATEX_MARK = re.compile(r"[\\${}]")  # text after the last of these is plain
 PLAIN_SPAN = re.compile(r"[-+(.0-9][ \t0-9.,+\-*/^()×÷]*")  # a run of plain arithmetic, one line
 THOUSANDS = re.compile(r"(?<=[0-9])(?:,|\{,\}|,?\\!|\s)(?=[0-9]{3}(?![0-9]))")  # 14,916 14{,}916
@@ -425,11 +423,11 @@ def math_grade(completion: str, answer: str) -> tuple[float, str]:
         mine = plain_value(span, decimal_comma=False)
         if mine is not None and theirs is not None and text.count("\\boxed{") == 1:
             return (1.0 if mine == theirs else 0.1), str(mine)
-        found, equal, key = MATH_VERIFY.compare(reference, joined_boxes(text))
+        found, equal, key = LATEX(reference, joined_boxes(text))
         return (1.0 if equal else 0.1), key or "".join(span.split())
     span = plain_answer(text)
     if span is None and LATEX_MARK.search(text[-MAX_ANSWER_CHARS:]):
-        found, equal, key = MATH_VERIFY.compare(reference, text[-MAX_ANSWER_CHARS:])
+        found, equal, key = LATEX(reference, text[-MAX_ANSWER_CHARS:])
         if found:
             return (1.0 if equal else 0.1), key
         if text.count("$") % 2:  # no LaTeX was read, and a $ without its pair is a dollar
@@ -440,7 +438,7 @@ def math_grade(completion: str, answer: str) -> tuple[float, str]:
     if theirs is not None:  # a number: only a plain answer of that value equals it
         return (1.0 if mine == theirs else 0.1), written if mine is None else str(mine)
     latex = f"${span if mine is None else exact_latex(mine)}$"
-    found, equal, key = MATH_VERIFY.compare(reference, latex)
+    found, equal, key = LATEX(reference, latex)
     return (1.0 if equal else 0.1), key or written
 
 def math_reward(completion: str, answer: str) -> float:
@@ -453,18 +451,17 @@ def grade(problem: dict, completion: str) -> tuple[float, str]:
         return reward, re.sub(r"\s", "", countdown_answer(completion))
     return math_grade(completion, problem["answer"])
 
-# --- layer: math-verify in a worker process. Its own timeout is signal.alarm, which fails off the
-# main thread; a process can be killed anywhere. The worker runs the three functions below, from
-# this file's source.
-
 def math_verify_compare(reference: str, prediction: str) -> tuple[bool, bool, str]:
     """(found, equal, key): math-verify's last LaTeX answer in prediction, whether it equals
-    reference, and its canonical form for Maj@K (0.5 and \\frac12 both 1/2). LaTeX extraction
-    only: math-verify's plain-expression path hands text to sympy's parse_expr, which is eval."""
+    reference, and its canonical form for Maj@K (0.5 and \\frac12 both 1/2), unbounded in time
+    (latex_compare bounds it). LaTeX extraction only: math-verify's plain-expression path hands text
+    to sympy's parse_expr, which is eval."""
+    import logging
     from fractions import Fraction
 
     import sympy
     from math_verify import LatexExtractionConfig, parse, verify
+    logging.getLogger("math_verify").setLevel(logging.ERROR)  # "timeout disabled": the caller bounds
     latex = [LatexExtractionConfig(boxed_match_priority=0)]
     delimited = any(mark in reference for mark in ("$", "\\boxed", "\\(", "\\["))
     gold = parse(reference if delimited else f"${reference}$", latex, parsing_timeout=None)
@@ -477,89 +474,30 @@ def math_verify_compare(reference: str, prediction: str) -> tuple[bool, bool, st
         value = Fraction(int(value.p), int(value.q)) if value.is_Rational else Fraction(str(value))
     return True, bool(equal), "".join(str(value).split())
 
-def literals_only(python_eval):
-    """eval or exec, refusing in sympy's parse_expr (the one way from text to Python: latex2sympy
-    reads a number token by sympy.Number(text)) anything but "from sympy import *", a name, and a
-    literal such as "Integer (12 )". sympy's own generated code, and imports, run as before."""
-    def guarded(source, *scopes):
-        parsing = sys._getframe(1).f_globals.get("__name__") == "sympy.parsing.sympy_parser"
-        if parsing and not (isinstance(source, str) and SYMPY_LITERAL.fullmatch(source)):
-            raise PermissionError("the math verifier runs no text but sympy literals: "
-                                  f"{source!r:.80}")
-        return python_eval(source, *scopes)
-    return guarded
+def latex_compare(reference: str, prediction: str) -> tuple[bool, bool, str]:
+    """math_verify_compare within MATH_SECONDS, by the timer math-verify's own timeout uses
+    (SIGALRM; in float seconds, once for the whole call, then every 50 ms should math-verify catch
+    it): "not found" past it or on any error. SIGALRM reaches the main thread only: elsewhere this
+    refuses in one line rather than hang (\\boxed{10^{10^{10}}} holds a thread for minutes);
+    scale/verifier.py bounds a call in any thread, in a worker process."""
+    thread = threading.current_thread()
+    if thread is not threading.main_thread():
+        raise RuntimeError(f"LaTeX answers are read by math-verify, bounded by a timer that works on "
+                           f"the main thread only, not in {thread.name}: install scale.verifier (a "
+                           "worker process, bounded in any thread)")
+    def expire(signum, frame):
+        raise TimeoutError(f"math-verify took over {MATH_SECONDS} s")
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, MATH_SECONDS, 0.05)
+    try:
+        return math_verify_compare(reference[:MAX_ANSWER_CHARS], prediction[-4 * MAX_ANSWER_CHARS:])
+    except Exception:  # noqa: BLE001 (past the bound, a failed parse, MemoryError: no answer)
+        return False, False, ""
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
 
-def math_verify_worker():  # one JSON request a line in, one answer a line out
-    import builtins
-    import json
-    import logging
-    import resource
-    import sys
-    resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))  # a huge power fails, not the host
-    logging.disable(logging.WARNING)
-    import sympy.physics.units  # noqa: F401 (verify imports it, and its import parses text)
-    math_verify_compare("1", "$1$")
-    builtins.eval, builtins.exec = literals_only(builtins.eval), literals_only(builtins.exec)
-    print("ready", flush=True)
-    for line in sys.stdin:
-        try:
-            answer = math_verify_compare(*json.loads(line))
-        except Exception:  # noqa: BLE001 (a failed parse, MemoryError, RecursionError: no answer)
-            answer = False, False, ""
-        print(json.dumps(answer), flush=True)
-
-class MathVerifier:
-    """math-verify behind a pipe. compare() answers within MATH_SECONDS or kills the worker,
-    answers "not found", and starts a new one on the next call; one call at a time, any thread."""
-    START_SECONDS = 120  # importing sympy and math-verify, once per worker
-
-    def __init__(self):
-        self.process, self.lock = None, threading.Lock()
-
-    def compare(self, reference: str, prediction: str) -> tuple[bool, bool, str]:
-        with self.lock:
-            if self.process is None or self.process.poll() is not None:
-                self.start()
-            try:
-                request = [reference[:MAX_ANSWER_CHARS], prediction[-4 * MAX_ANSWER_CHARS:]]
-                self.process.stdin.write(json.dumps(request) + "\n")
-                self.process.stdin.flush()
-                found, equal, key = json.loads(self.read_line(MATH_SECONDS))
-                return found, equal, key
-            except (OSError, ValueError, TimeoutError):  # slow, dead or garbled: replaced
-                self.stop()
-                return False, False, ""
-
-    def start(self):
-        source = "\n".join(inspect.getsource(f) for f in (literals_only, math_verify_compare,
-                                                           math_verify_worker))
-        head = f"import re\nimport sys\nSYMPY_LITERAL = re.compile({SYMPY_LITERAL.pattern!r})\n"
-        program = f"{head}{source}\nmath_verify_worker()"
-        self.process = subprocess.Popen([sys.executable, "-c", program], stdin=subprocess.PIPE,
-                                        stdout=subprocess.PIPE, text=True)
-        try:
-            ready = self.read_line(self.START_SECONDS) == "ready\n"
-        except (OSError, TimeoutError):
-            ready = False
-        if not ready:
-            self.stop()
-            raise BadInput("math answers need math-verify: pip install -r requirements.txt")
-
-    def read_line(self, seconds: float) -> str:
-        if not select.select([self.process.stdout], [], [], seconds)[0]:
-            raise TimeoutError(f"math-verify took over {seconds} s")
-        line = self.process.stdout.readline()
-        if not line:
-            raise OSError("the math-verify worker ended")
-        return line
-
-    def stop(self):
-        if self.process is not None:
-            self.process.kill()
-            self.process.wait()
-            self.process = None
-
-MATH_VERIFY = MathVerifier()  # started on the first LaTeX answer, one per process
+LATEX = latex_compare  # the hook math_grade calls; scale.verifier.install() puts its worker here
 
 def load_problems(path: str, task: str = "auto") -> list[dict]:
     """JSONL problems, one per line: countdown {numbers, target} or math {question, answer}."""

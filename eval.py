@@ -36,6 +36,7 @@ import torch
 
 import es_grpo
 from es_grpo import Args, Context, Sampling, evaluate, evaluation_sets, load_model, log, markdown_table, rollout, score
+from scale import verifier
 from scale.population import PopulationScorer
 
 EVAL_FLAGS = ("data", "eval_data", "task", "eval_split", "eval_problems", "heldout_problems", "eval_samples",
@@ -2105,6 +2106,7 @@ COMMANDS = {"reproduce": cmd_reproduce, "sweep": cmd_sweep, "drift": cmd_drift, 
             "curves": cmd_curves, "verifier": cmd_verifier}
 
 def main(argv: list[str]):
+    verifier.install()  # math answers in a worker process, bounded in any thread (scale/verifier.py)
     command = COMMANDS.get(argv[0] if argv else "")
     return command(argv[1:]) if command else cmd_evaluate(argv)
 

@@ -32,7 +32,7 @@ import torch
 
 import es_grpo
 from scale.gpu_check import CheckArgs, build
-from scale import population
+from scale import population, verifier
 from scale.population import PopulationScorer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -346,7 +346,8 @@ def verifier_corpus(count: int) -> dict[str, list[tuple]]:
 
 def bench_verifier(repeats: int) -> list[str]:
     """Verifier seconds per 1,000 completions of each kind, and its share of a GRPO step and an ES iteration."""
-    es_grpo.MATH_VERIFY.compare("1", "$1$")  # a started worker: its start is once a process
+    verifier.install()  # as scale.train and eval.py score: math-verify in a worker process
+    verifier.MATH_VERIFY.compare("1", "$1$")  # a started worker: its start is once a process
     lines = ["| verifier, per 1,000 completions | seconds |", "|---|---|"]
     for kind, pairs in verifier_corpus(1000).items():
         grade_all = lambda pairs=pairs: [es_grpo.grade(p, c) for p, c in pairs]  # noqa: E731
@@ -372,8 +373,8 @@ def bench_verifier(repeats: int) -> list[str]:
                 spent[0] = 0.0
                 total = timed(step)
                 shares.append((spent[0], total))
-            verifier, total = (statistics.median(x) for x in zip(*shares))
-            lines.append(f"| {name} | {verifier:.4f} | {total:.3f} | {verifier / total:.1%} |")
+            grading, total = (statistics.median(x) for x in zip(*shares))
+            lines.append(f"| {name} | {grading:.4f} | {total:.3f} | {grading / total:.1%} |")
     finally:
         es_grpo.score = original
     return lines

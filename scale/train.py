@@ -26,7 +26,7 @@ import torch
 from transformers import AutoTokenizer
 
 import es_grpo
-from scale import memory
+from scale import memory, verifier
 from scale.distributed import Torchrun
 from scale.population import MODES, PopulationScorer
 from es_grpo import dataclass_parser, flag
@@ -151,6 +151,7 @@ def main(argv=None, launcher=Torchrun):
          f"--grpo-fsdp needs --grpo-prompts divisible by the number of ranks ({world})")]:
         if bad:
             parser.error(message)
+    verifier.install()  # math answers bounded in any thread and on every rank: a worker process
     generate = es_grpo.rollout
     if scale.rollout == "vllm":
         generate = VLLMRollout.launch(vllm_engine(parser, config, scale, world))

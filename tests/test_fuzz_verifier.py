@@ -7,6 +7,7 @@ import random
 import time
 
 import es_grpo
+from scale import verifier
 from es_grpo import countdown_reward, math_reward
 
 ODD = ["０", "٣", "𝟑", "³", "½", "−", "×", "÷", "O", "l", "ⅰ", "\u200b", "\x00", "🙂", "\\", "{", "}", "e", "E", ".",
@@ -102,11 +103,12 @@ def test_fuzzed_latex_completions(request, monkeypatch):
     one to start (about 1 s)."""
     monkeypatch.setattr(es_grpo, "MATH_SECONDS", 0.5)
     count, rng, worst, seen, restarts = request.config.getoption("--fuzz-count") // 30, random.Random(1), 0.0, set(), 0
-    es_grpo.MATH_VERIFY.compare("1", "$1$")
+    monkeypatch.setattr(es_grpo, "LATEX", verifier.MATH_VERIFY.compare)
+    verifier.MATH_VERIFY.compare("1", "$1$")
     for _ in range(count):
         text = completion(rng, TAGS + LATEX_TAGS)
         reference = rng.choice(["#### 24", "7", "0.5", "\\frac{1}{2}", "2\\sqrt{3}", "\\text{(C)}", "(3,2)", "[-2,7)"])
-        running = es_grpo.MATH_VERIFY.process is not None
+        running = verifier.MATH_VERIFY.process is not None
         start = time.monotonic()
         value = math_reward(text, reference)
         seconds = time.monotonic() - start

@@ -7,6 +7,7 @@ from fractions import Fraction
 import pytest
 
 import es_grpo
+from scale import verifier
 from conftest import GSM8K
 from es_grpo import countdown_reward, math_reward, parse_expression, plain_value
 
@@ -201,21 +202,49 @@ HOSTILE_MATH = {  # LaTeX answers that are slow or huge to read: each is killed 
 }
 
 
-@pytest.mark.parametrize("name", HOSTILE_MATH)
-def test_hostile_math_answers_end_within_the_bound(name, monkeypatch):
-    """Every call returns a reward within MATH_SECONDS (here 0.3 s) of wall time, whatever the LaTeX."""
+@pytest.fixture(params=["es_grpo", "worker"])
+def bounded(request, monkeypatch):
+    """math_grade's LATEX hook as es_grpo.py leaves it (math-verify under a SIGALRM timer, main thread) and as
+    scale/verifier.py installs it (a worker process, started here: its start is not an answer's), with
+    MATH_SECONDS at 0.3 s."""
     monkeypatch.setattr(es_grpo, "MATH_SECONDS", 0.3)
-    es_grpo.MATH_VERIFY.compare("1", "$1$")  # a started worker: its start (about 1 s) is not this answer's
+    if request.param == "worker":
+        verifier.MATH_VERIFY.compare("1", "$1$")
+        monkeypatch.setattr(es_grpo, "LATEX", verifier.MATH_VERIFY.compare)
+    else:
+        monkeypatch.setattr(es_grpo, "LATEX", es_grpo.latex_compare)
+    return request.param
+
+
+@pytest.mark.parametrize("name", HOSTILE_MATH)
+def test_hostile_math_answers_end_within_the_bound(name, bounded):
+    """Every call returns a reward within MATH_SECONDS (here 0.3 s) of wall time, whatever the LaTeX."""
     start = time.monotonic()
     reward = math_reward(HOSTILE_MATH[name], "6")
     elapsed = time.monotonic() - start
     assert reward in (0.0, 0.1, 1.0) and elapsed < 0.3 + 0.3, f"{elapsed:.2f} s"
 
 
-def test_the_bound_holds_off_the_main_thread(monkeypatch):
-    """math-verify's own timeout (signal.alarm) fails off the main thread; the worker's kill does not."""
+def test_off_the_main_thread_es_grpo_refuses_and_the_worker_is_bounded(monkeypatch):
+    """math-verify's timer (SIGALRM) reaches the main thread only: es_grpo.py's own LATEX refuses at once in a
+    thread, in one line naming it and scale.verifier; the worker's kill bounds the call there."""
     monkeypatch.setattr(es_grpo, "MATH_SECONDS", 0.3)
-    es_grpo.MATH_VERIFY.compare("1", "$1$")  # a started worker: its start is not this answer's
+    monkeypatch.setattr(es_grpo, "LATEX", es_grpo.latex_compare)
+    said = []
+
+    def in_thread():
+        try:
+            said.append(math_reward(HOSTILE_MATH["tower"], "1"))
+        except RuntimeError as refusal:
+            said.append(str(refusal))
+    thread = threading.Thread(target=in_thread, name="scorer-1")
+    start = time.monotonic()
+    thread.start()
+    thread.join(timeout=60)
+    assert time.monotonic() - start < 0.3 and len(said) == 1 and "\n" not in said[0]
+    assert "not in scorer-1" in said[0] and "scale.verifier" in said[0]
+    verifier.MATH_VERIFY.compare("1", "$1$")  # a started worker: its start is not this answer's
+    monkeypatch.setattr(es_grpo, "LATEX", verifier.MATH_VERIFY.compare)
     rewards = []
     thread = threading.Thread(target=lambda: rewards.append(math_reward(HOSTILE_MATH["tower"], "1")))
     start = time.monotonic()
@@ -231,8 +260,8 @@ def test_the_workers_eval_runs_no_text_but_sympy_literals(monkeypatch):
     import sympy
     from sympy.parsing.sympy_parser import parse_expr
 
-    monkeypatch.setattr(builtins, "eval", es_grpo.literals_only(builtins.eval))
-    monkeypatch.setattr(builtins, "exec", es_grpo.literals_only(builtins.exec))
+    monkeypatch.setattr(builtins, "eval", verifier.literals_only(builtins.eval))
+    monkeypatch.setattr(builtins, "exec", verifier.literals_only(builtins.exec))
     ran = []
     with pytest.raises(PermissionError):
         parse_expr("ran.append(1)", local_dict={"ran": ran})
@@ -255,8 +284,8 @@ def test_what_reaches_sympys_eval_is_a_literal(monkeypatch):
     answers = [(c, a) for c, a, _ in MATH_CASES] + [(text, "6") for text in cheap]
     for completion, answer in answers:
         es_grpo.math_verify_compare(answer, completion[-2048:])
-    assert seen and all(isinstance(code, str) and es_grpo.SYMPY_LITERAL.fullmatch(code) for code in seen), [
-        code for code in seen if not (isinstance(code, str) and es_grpo.SYMPY_LITERAL.fullmatch(code))][:3]
+    assert seen and all(isinstance(code, str) and verifier.SYMPY_LITERAL.fullmatch(code) for code in seen), [
+        code for code in seen if not (isinstance(code, str) and verifier.SYMPY_LITERAL.fullmatch(code))][:3]
 
 
 def test_the_verifier_command_reads_math_verifys_tables_as_literals(tmp_path):
