@@ -9,7 +9,7 @@ GRPO->ES schedule.
     python es_grpo.py --algo es --steps 100 --seed 1 --out runs/es-s1
     python es_grpo.py --algo grpo-es --model Qwen/Qwen2.5-1.5B-Instruct --data gsm8k_train.jsonl \\
         --preset paper --device cuda
-    python es_grpo.py --resume runs/es-s1    # continue an interrupted run
+    python -m scale.train --resume runs/es-s1    # the same, resumable and faster (scale/)
     torchrun --nproc_per_node=8 -m scale.train ...   # many GPUs: these functions, through hooks
 
 Sections follow the paper: config, model, task and verifier, rollout, Pass@K, GRPO, ES,
@@ -40,7 +40,6 @@ import argparse
 import contextlib
 import copy
 import dataclasses
-import fcntl
 import functools
 import gc
 import inspect
@@ -52,7 +51,6 @@ import re
 import shutil
 import signal
 import sys
-import tempfile
 import threading
 import time
 from collections import Counter
@@ -112,8 +110,6 @@ class Args:
     steps: int = flag(200, "total updates; two-stage schedules split them evenly")
     out: str = flag("", "run folder (empty: runs/ALGO-sSEED)")
     overwrite: bool = flag(False, "replace an existing run folder")
-    resume: str = flag("", "continue the interrupted run in this folder (with its saved config)")
-    save_every: int = flag(10, "updates between checkpoints (0: only after each stage)")
     seed: int = flag(0, "seed of everything random")
     preset: str = flag("tiny", "defaults: tiny (CPU, shipped model) or paper", tuple(PRESETS))
     device: str = flag("auto", "cpu, cuda, ... (auto: cuda if available)")
@@ -179,6 +175,10 @@ def dataclass_parser(cls, prog=None, description=None, only=None, **kwargs):
 def parse_args(argv=None) -> Args:
     """Flags override the preset, which overrides the dataclass defaults."""
     parser = dataclass_parser(Args)
+    if any(token.split("=")[0] in ("--resume", "--save-every")
+           for token in (sys.argv[1:] if argv is None else argv)):
+        parser.error("checkpoints and --resume are machinery: python -m scale.train --resume RUN "
+                     "(its --save-every)")
     parser.set_defaults(**PRESETS[parser.parse_known_args(argv)[0].preset])
     a = Args(**vars(parser.parse_args(argv)))
     counts = (a.es_prompts, a.grpo_prompts, a.eval_problems, a.max_new_tokens, a.rollout_batch,
@@ -193,8 +193,8 @@ def parse_args(argv=None) -> Args:
          "--es-population and --grpo-group must be at least 2"),
         (a.es_antithetic and a.es_population % 2 == 1,
          "--es-antithetic needs an even --es-population"),
-        (min(a.save_every, a.eval_every, a.grpo_microbatch) < 0,
-         "--save-every, --eval-every and --grpo-microbatch must not be negative"),
+        (min(a.eval_every, a.grpo_microbatch) < 0,
+         "--eval-every and --grpo-microbatch must not be negative"),
         (min(counts) < 1, "counts (prompts, problems, tokens, batch, epochs) must be at least 1"),
         (a.eval_samples < MAJ_K, f"--eval-samples must be at least {MAJ_K} (Maj@{MAJ_K})"),
         (not a.data and a.eval_problems > EVAL_POOL,
@@ -206,11 +206,6 @@ def parse_args(argv=None) -> Args:
          "--grpo-temperature must be positive (it divides the logits), the others not negative")]:
         if bad:
             parser.error(message)
-    ignored = [token.split("=")[0] for token in (sys.argv[1:] if argv is None else argv)
-               if token.startswith("--") and not token.startswith("--resume")]
-    if a.resume and ignored:
-        parser.error(f"--resume continues a run with its saved flags: {' '.join(ignored)} "
-                     "would be ignored")
     a.out = a.out or f"runs/{a.algo}-s{a.seed}"
     return a
 
@@ -1030,6 +1025,46 @@ class OneProcess:
 
 ONE_PROCESS = OneProcess()
 
+class RunFolder:
+    """run()'s `folder` hook: where a run's files go. Here --out is made afresh once every input has
+    been read; an existing one is refused, unless --overwrite and it holds a run (config.json: a
+    folder this file made), and the run writes as it goes: config.json, metrics.jsonl, a model per
+    stage, summary.json. scale/runs.py adds checkpoints, --resume and a lock."""
+
+    def open(self, args: Args, ranks) -> Args:  # before anything is loaded: the args to run
+        out = Path(args.out)
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            if not args.overwrite:
+                raise BadInput(f"--out {out}: run folder exists; --overwrite replaces it (python -m "
+                               f"scale.train --resume {out} continues it)")
+            if not (out / "config.json").is_file():
+                raise BadInput(f"--out {out}: holds no run (no config.json); --overwrite replaces "
+                               "only a run folder")
+        return args
+
+    def config(self, args: Args, ranks) -> dict:  # the launcher's settings too, for --resume
+        return dataclasses.asdict(args) | ({"scale": ranks.config} if ranks.config else {})
+
+    def create(self, args: Args, ranks):  # every input read: the folder, with config.json
+        out = Path(args.out)
+        if ranks.is_main:
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir(parents=True)
+            (out / "config.json").write_text(json.dumps(self.config(args, ranks), indent=2))
+        ranks.barrier()
+
+    def restore(self, run, schedule: list) -> tuple[list, int, dict | None]:
+        return [], 0, None  # the stages' results so far, the stage to start, its saved state
+
+    def after_update(self, run, stage: int, update: int, last: bool, state: Callable, stages: list):
+        pass  # state(): the stage's state after `update` (scale/runs.py saves it)
+
+    def after_stage(self, run, stage: int, stages: list):
+        pass
+
+    def close(self):
+        pass
+
 @dataclass
 class Context:
     """What a run's steps and evaluations share: its settings, its model, and run()'s hooks."""
@@ -1040,6 +1075,7 @@ class Context:
     ranks: OneProcess = ONE_PROCESS
     es_weights: Callable | None = None  # model -> where ES sets members (scale/: an engine's)
     score_members: Callable | None = None  # as score_members (scale/: the population in one batch)
+    folder: RunFolder = field(default_factory=RunFolder)  # where the run's files go
     train: list[dict] = field(default_factory=list)
     evaluation: list[dict] = field(default_factory=list)  # evaluated after each stage
 
@@ -1050,52 +1086,51 @@ class Learner:  # one algorithm, as train_stage drives it
     state: Callable  # () -> what a checkpoint keeps of the stage
     checked: list  # tensors that must stay finite and agree across processes
 
-def es_learner(run: Context, resume: dict | None) -> Learner:
+def es_learner(run: Context, start: dict | None) -> Learner:
     """ES keeps its fp32 master weights between updates. An engine's members (es_weights) leave the
     model in host memory until the stage ends; the master is then what moves."""
     params = list(run.model.parameters())
     members = run.es_weights(run.model) if run.es_weights else params
-    state = ESState(members, resume["master"] if resume else master_weights(params))
+    state = ESState(members, start["master"] if start else master_weights(params))
     def checkpoint():  # the model takes the master's values before it is saved
         set_weights(params, state.master)
         return {"master": state.master}
     return Learner(run.args.es_prompts, lambda problems, seed: es_step(run, state, problems, seed),
                    checkpoint, params if members is params else state.master)
 
-def grpo_learner(run: Context, resume: dict | None) -> Learner:
+def grpo_learner(run: Context, start: dict | None) -> Learner:
     """GRPO keeps AdamW's state and the frozen starting model of the KL term between steps."""
     args, ranks = run.args, run.ranks
     reference = copy.deepcopy(run.model).eval().requires_grad_(False) if args.grpo_beta else None
     trainer = ranks.grpo_trainer(run.model, reference)
     optimizer = torch.optim.AdamW(trainer.parameters(), lr=args.grpo_lr, weight_decay=0.0)
-    if resume:
-        ranks.load_grpo_state(trainer, optimizer, reference, resume)
+    if start:
+        ranks.load_grpo_state(trainer, optimizer, reference, start)
     state = GRPOState(optimizer, reference, trainer)
     return Learner(args.grpo_prompts, lambda problems, seed: grpo_step(run, state, problems, seed),
                    lambda: ranks.grpo_state(trainer, optimizer, reference),
                    list(run.model.parameters()))
 
-def train_stage(run: Context, name: str, updates: int, offset: int, metrics, resume: dict | None,
-                save) -> dict:
-    """Run one stage (es or grpo) for `updates` updates, from `resume` (its checkpoint) if given;
-    append a metrics line per update and call save(state) every args.save_every updates and at the
-    end. Returns the stage's cost: sequences, tokens, seconds."""
-    args, home = run.args, next(run.model.parameters()).device
-    learner = (es_learner if name == "es" else grpo_learner)(run, resume)
-    rng = random.Random(f"{args.seed}-{name}-{offset}")
+def train_stage(run: Context, name: str, updates: int, offset: int, metrics, start: dict | None,
+                save: Callable) -> dict:
+    """Run one stage (es or grpo) for `updates` updates, from `start` (a state the run folder saved)
+    if given; append a metrics line per update and offer save(update, last, state) the stage's state
+    after each. Returns the stage's cost: sequences, tokens, seconds."""
+    home = next(run.model.parameters()).device
+    learner = (es_learner if name == "es" else grpo_learner)(run, start)
+    rng = random.Random(f"{run.args.seed}-{name}-{offset}")
     totals, first = {"sequences": 0, "tokens": 0, "seconds": 0.0}, 0
-    if resume:
-        rng.setstate(resume["rng"])
-        totals, first = resume["totals"], resume["update"]
+    if start:
+        rng.setstate(start["rng"])
+        totals, first = start["totals"], start["update"]
     for update in tqdm(range(first, updates), desc=name, initial=first, total=updates, leave=False,
                        disable=not run.ranks.is_main):
         tick, number = time.time(), offset + update + 1
         problems = rng.sample(run.train, min(learner.prompts, len(run.train)))
-        stats = learner.step(problems, args.seed * 1_000_003 + number - 1)
+        stats = learner.step(problems, run.args.seed * 1_000_003 + number - 1)
         if not (math.isfinite(stats.get("loss", 0.0))
                 and all(torch.isfinite(p).all() for p in learner.checked)):
-            raise SystemExit(f"update {number} ({name}): non-finite loss or weights; stopped, the "
-                             f"last good checkpoint is kept in {args.out}")
+            raise SystemExit(f"update {number} ({name}): non-finite loss or weights; stopped")
         run.ranks.after_update(learner.checked, stage=name, update=number,
                                last=update + 1 == updates)
         seconds = time.time() - tick
@@ -1106,8 +1141,9 @@ def train_stage(run: Context, name: str, updates: int, offset: int, metrics, res
                 "seq_per_s": round(stats["sequences"] / seconds, 1),
                 "sequences": totals["sequences"], "tokens": totals["tokens"]}
         record(run, metrics, line, f"{update + 1}/{updates}")
-        if update + 1 == updates or (args.save_every and (update + 1) % args.save_every == 0):
-            save({"update": update + 1, "totals": totals, "rng": rng.getstate(), **learner.state()})
+        save(update + 1, update + 1 == updates, lambda done=update + 1, totals=totals: {
+            "update": done, "totals": totals, "rng": rng.getstate(), **learner.state()})
+    learner.state()  # the model takes the stage's weights (ES: its master's)
     run.model.to(home)
     return totals
 
@@ -1173,167 +1209,65 @@ def markdown_table(rows: dict[str, dict], columns: list[str], label: str = "mode
         lines.append(f"| {name} | " + " | ".join(cells) + " |")
     return "\n".join(lines)
 
-# --- machinery: run folders. Every --save-every updates and after each stage, RUN/checkpoint.pt
-# (weights, the stage's state, RNG states, evaluations so far) is replaced atomically; --resume
-# continues from it to the result of an uninterrupted run. A folder is made whole before it
-# appears, and a lock held for the run's life refuses a second run of it; nothing is written before
-# every input has been read and checked.
-
-def atomic_write(path: Path, write):
-    """write(temporary path), then rename: a crash never leaves half a file."""
-    tmp = path.with_name(path.name + ".tmp")
-    write(tmp)
-    os.replace(tmp, path)
-
-def hold(folder: Path):
-    """The run folder's lock, held until the process ends (or the file closes); BadInput if a live
-    process holds it."""
-    lock = open(folder / "lock", "a")
-    try:
-        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BlockingIOError:
-        lock.close()
-        raise BadInput(f"{folder}: a running process holds this run folder") from None
-    return lock
-
-def open_run_folder(args: Args, ranks) -> tuple[Args, dict | None, object]:
-    """(args, checkpoint, lock): with --resume, the saved config and last checkpoint of an
-    interrupted run, its lock held; else args as given, once --out is known to be free (or
-    --overwrite given)."""
-    if not args.resume:
-        out = Path(args.out)
-        if out.exists() and (not out.is_dir() or any(out.iterdir())) and not args.overwrite:
-            raise BadInput(f"--out {out}: run folder exists; pass --resume {out} to continue it or "
-                           "--overwrite to replace it")
-        return args, None, None
-    folder = Path(args.resume)
-    try:
-        saved = json.loads((folder / "config.json").read_text())
-        lock = hold(folder) if ranks.is_main else None
-        path = folder / "checkpoint.pt"
-        checkpoint = torch.load(path, weights_only=False) if path.exists() else None
-    except (OSError, ValueError, RuntimeError) as err:
-        raise BadInput(f"--resume {folder}: not a resumable run folder "
-                       f"({err.__class__.__name__})") from None
-    known = {f.name: saved[f.name] for f in dataclasses.fields(args) if f.name in saved}
-    return type(args)(**{**known, "resume": str(folder), "out": str(folder)}), checkpoint, lock
-
-def create_run_folder(args: Args, ranks):
-    """--out, holding config.json (the launcher's settings too, for --resume), made whole in a
-    staging folder and renamed into place (a rename fails if another run made it first); returns
-    its lock."""
-    out, lock = Path(args.out), None
-    ranks.barrier()  # every process has looked before the main one writes
-    if ranks.is_main:
-        if out.is_dir() and any(out.iterdir()):  # --overwrite: unless a live run holds it
-            hold(out).close()
-            shutil.rmtree(out)
-        elif out.exists() and not out.is_dir():
-            out.unlink()
-        out.parent.mkdir(parents=True, exist_ok=True)
-        staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
-        lock = hold(staging)
-        config = dataclasses.asdict(args) | ({"scale": ranks.config} if ranks.config else {})
-        (staging / "config.json").write_text(json.dumps(config, indent=2))
-        try:
-            os.rename(staging, out)
-        except OSError:
-            shutil.rmtree(staging)
-            raise BadInput(f"--out {out}: another run made this folder first") from None
-    ranks.barrier()
-    return lock
-
-def save_checkpoint(run: Context, stage: int, stage_state: dict | None, stages: list):
-    if run.ranks.is_main:  # every process holds the same weights: one writes them
-        rng = {"python": random.getstate(), "numpy": np.random.get_state(),
-               "torch": torch.get_rng_state()}
-        state = {"model": run.model.state_dict(), "stage": stage, "stage_state": stage_state,
-                 "stages": stages, "rng": rng}
-        atomic_write(Path(run.args.out) / "checkpoint.pt", lambda tmp: torch.save(state, tmp))
-
-def resume_metrics(run: Context, schedule: list, checkpoint: dict | None):
-    """Drop metrics.jsonl's lines after the checkpoint's update: the resumed run writes them."""
-    done, path = 0, Path(run.args.out) / "metrics.jsonl"
-    if checkpoint:
-        in_stage = (checkpoint["stage_state"] or {}).get("update", 0)
-        done = sum(updates for _, updates in schedule[:checkpoint["stage"]]) + in_stage
-    if run.ranks.is_main:
-        lines = path.read_text().splitlines() if path.exists() else []
-        kept = "".join(line + "\n" for line in lines
-                       if line.strip() and json.loads(line)["update"] <= done)
-        atomic_write(path, lambda tmp: tmp.write_text(kept))
-    run.ranks.log(f"resuming {run.args.out} after update {done}")
-
 # ----------------------------------------------------------------------------- run
 
 def run(args: Args, generate=rollout, ranks: OneProcess = ONE_PROCESS, es_weights=None,
-        score_members=None) -> dict:
+        score_members=None, folder: RunFolder | None = None) -> dict:
     """Evaluate the base model, train each stage of the schedule, evaluate and save after each. The
     hooks (scale/ fills them): generate, rollout or any function with its signature (vLLM); ranks,
     the split over processes; es_weights, where ES sets its members (an engine's weights);
-    score_members, how ES scores its population (the members in one batch)."""
-    locks = []  # the run folder's, released however the run ends: a notebook can --resume it
+    score_members, how ES scores its population (the members in one batch); folder, the run folder
+    (checkpoints and --resume)."""
+    folder = folder or RunFolder()
     hooks = dict(generate=generate, ranks=ranks, es_weights=es_weights,
-                 score_members=score_members)
+                 score_members=score_members, folder=folder)
     try:
-        context, checkpoint, heldout = prepare(args, hooks, locks)
-        return train_schedule(context, checkpoint, heldout)
+        context, heldout = prepare(args, hooks)
+        return train_schedule(context, heldout)
     finally:
-        for lock in filter(None, locks):
-            lock.close()
+        folder.close()  # a lock it holds is released however the run ends
 
-def prepare(args: Args, hooks: dict, locks: list) -> tuple[Context, dict | None, dict]:
-    """(context, checkpoint, held-out sets): every input read and checked, then the run folder made
-    (or reopened, with --resume) and its lock added to locks."""
-    ranks = hooks["ranks"]
+def prepare(args: Args, hooks: dict) -> tuple[Context, dict]:
+    """(context, held-out sets): every input read and checked, then the run folder made."""
+    ranks, folder = hooks["ranks"], hooks["folder"]
     device = ranks.start("cuda" if args.device == "auto" and torch.cuda.is_available() else
                          "cpu" if args.device == "auto" else args.device)
-    args, checkpoint, lock = open_run_folder(args, ranks)
-    locks.append(lock)
+    args = folder.open(args, ranks)
     random.seed(args.seed)
     torch.manual_seed(args.seed)
     model, tokenizer = load_model(args.model, device, args.dtype)  # in eval mode
     train, evaluation, heldout = evaluation_sets(args, tokenizer)
-    if not args.resume:
-        locks.append(create_run_folder(args, ranks))
+    folder.create(args, ranks)
     ranks.log(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, "
               f"{len(train)} training / {len(evaluation)} eval problems, held out: "
               f"{', '.join(heldout) or 'none'}; algo {args.algo}, {args.steps} updates")
     context = Context(args, model, tokenizer, **hooks, train=train, evaluation=evaluation)
-    return context, checkpoint, heldout
+    return context, heldout
 
-def train_schedule(run: Context, checkpoint: dict | None, heldout: dict) -> dict:
-    """The schedule's stages in turn, from the checkpoint if resuming; the run's summary."""
+def train_schedule(run: Context, heldout: dict) -> dict:
+    """The schedule's stages in turn (from where the run folder left off); the run's summary."""
     args, ranks, out = run.args, run.ranks, Path(run.args.out)
     schedule = stages_of(args.algo, args.steps)
-    if args.resume:
-        resume_metrics(run, schedule, checkpoint)
-    if checkpoint:
-        run.model.load_state_dict(checkpoint["model"])
-    stages = checkpoint["stages"] if checkpoint else [
-        measure(run, "base", heldout, dict(sequences=0, tokens=0, seconds=0.0))]
+    stages, first, start = run.folder.restore(run, schedule)
+    stages = stages or [measure(run, "base", heldout, dict(sequences=0, tokens=0, seconds=0.0))]
     with open(out / "metrics.jsonl" if ranks.is_main else os.devnull, "a") as metrics:
-        for index, (name, updates) in enumerate(schedule):
-            if checkpoint and index < checkpoint["stage"]:
-                continue
-            here = checkpoint and index == checkpoint["stage"]  # the interrupted stage
-            resume = checkpoint["stage_state"] if here else None
-            def save(state, index=index):  # a checkpoint during stage index
-                save_checkpoint(run, index, state, stages)
+        for index, (name, updates) in enumerate(schedule[first:], first):
+            def save(update, last, state, index=index):
+                run.folder.after_update(run, index, update, last, state, stages)
             offset = sum(u for _, u in schedule[:index])
-            cost = train_stage(run, name, updates, offset, metrics, resume, save)
+            cost = train_stage(run, name, updates, offset, metrics,
+                               start if index == first else None, save)
             gc.collect()  # free what the stage built now: a wrapped trainer can sit in cycles
             if ranks.is_main:
                 run.model.save_pretrained(out / f"stage{index + 1}-{name}")
                 run.tokenizer.save_pretrained(out / f"stage{index + 1}-{name}")
             stages.append(measure(run, name, heldout, cost))
-            save_checkpoint(run, index + 1, None, stages)
+            run.folder.after_stage(run, index, stages)
             ranks.log(f"{name}: pass@1 {stages[-1]['pass@1']:.3f}, {cost['seconds']:.0f}s")
     summary = {"algo": args.algo, "seed": args.seed, "world_size": ranks.world_size,
                "stages": stages}
     if ranks.is_main:
-        text = strict_json(summary, indent=2)
-        atomic_write(out / "summary.json", lambda tmp: tmp.write_text(text))
+        (out / "summary.json").write_text(strict_json(summary, indent=2))
     ranks.log(markdown_table({row["name"]: row for row in stages}, TABLE_COLUMNS, "stage"))
     ranks.stop()
     return summary

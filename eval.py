@@ -38,6 +38,7 @@ import es_grpo
 from es_grpo import Args, Context, Sampling, evaluate, evaluation_sets, load_model, log, markdown_table, rollout, score
 from scale import verifier
 from scale.population import PopulationScorer
+from scale.runs import ResumableFolder
 
 EVAL_FLAGS = ("data", "eval_data", "task", "eval_split", "eval_problems", "heldout_problems", "eval_samples",
               "eval_temperature", "eval_top_p", "max_new_tokens", "rollout_batch", "device", "dtype", "seed")
@@ -849,14 +850,14 @@ def train_run(out: Path, argv: list[str]) -> dict:
     except (OSError, ValueError):
         saved = {}
     same = bool(saved) and all(saved.get(f.name, f.default) == getattr(args, f.name)  # a newer flag: its default
-                               for f in dataclasses.fields(Args) if f.name not in ("out", "overwrite", "resume"))
+                               for f in dataclasses.fields(Args) if f.name not in ("out", "overwrite"))
     if same and (out / "summary.json").exists():
         log(f"reproduce: {out} is done with these settings: reused")
         return json.loads((out / "summary.json").read_text())
     fast = PopulationScorer("auto")  # the ES population in one batch where it fits: scale.train's default
     if same and (out / "checkpoint.pt").exists():
-        return es_grpo.run(dataclasses.replace(args, resume=str(out)), score_members=fast)
-    return es_grpo.run(dataclasses.replace(args, overwrite=True), score_members=fast)
+        return es_grpo.run(args, score_members=fast, folder=ResumableFolder(resume=str(out)))
+    return es_grpo.run(dataclasses.replace(args, overwrite=True), score_members=fast, folder=ResumableFolder())
 
 
 def final(summary: dict) -> dict:

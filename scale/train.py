@@ -29,6 +29,7 @@ import es_grpo
 from scale import memory, verifier
 from scale.distributed import Torchrun
 from scale.population import MODES, PopulationScorer
+from scale.runs import ResumableFolder
 from es_grpo import dataclass_parser, flag
 from scale.vllm_rollout import EngineSettings, VLLMRollout  # vLLM itself: only when an engine starts
 
@@ -37,6 +38,8 @@ from scale.vllm_rollout import EngineSettings, VLLMRollout  # vLLM itself: only 
 class ScaleArgs:
     """What scale/train.py adds to the flags of es_grpo.py (python es_grpo.py --help lists those)."""
 
+    resume: str = flag("", "continue the interrupted run in this folder, with its saved flags")
+    save_every: int = flag(10, "updates between checkpoints (0: only after each stage)")
     rollout: str = flag("hf", "rollout engine: hf (es_grpo.rollout, transformers) or vllm (one engine per rank)",
                         ("hf", "vllm"))
     vllm_memory: float = flag(0.0, "share of GPU memory vLLM may take; the rest holds the trainer (0: all that "
@@ -138,12 +141,16 @@ def main(argv=None, launcher=Torchrun):
     if saved and saved.get("scale"):
         parser.set_defaults(**saved["scale"])
     scale, rest = parser.parse_known_args(argv)
+    ignored = [token.split("=")[0] for token in rest if token.startswith("--")]
+    if scale.resume and ignored:
+        parser.error(f"--resume continues a run with its saved flags: {' '.join(ignored)} would be ignored")
     args = es_grpo.parse_args(rest)
     config = saved or vars(args)  # the settings this run will actually use
     world = int(os.environ.get("WORLD_SIZE", "1"))
     for bad, message in [
         (not 0 <= scale.vllm_memory < 1, "--vllm-memory must be in [0, 1) (0: computed)"),
         (scale.es_batched == "on" and config["es_temperature"] > 0, "--es-batched on needs --es-temperature 0"),
+        (scale.save_every < 0, "--save-every must not be negative"),
         (scale.check_every < 0 or scale.dist_timeout < 1,
          "--check-every must not be negative, --dist-timeout positive"),
         (config["grpo_prompts"] < world, f"--grpo-prompts must be at least the number of ranks ({world})"),
@@ -159,7 +166,8 @@ def main(argv=None, launcher=Torchrun):
     ranks = launcher(scale.grpo_fsdp, scale.check_every, scale.dist_timeout, config=vars(scale),
                      engine=generate if scale.rollout == "vllm" else None, model_device="cpu" if in_engine_es else None)
     es_weights = generate.es_weights if scale.rollout == "vllm" else None  # ES's members: the engine's weights
-    return es_grpo.run(args, generate, ranks, es_weights, PopulationScorer(scale.es_batched))
+    folder = ResumableFolder(scale.resume, scale.save_every)
+    return es_grpo.run(args, generate, ranks, es_weights, PopulationScorer(scale.es_batched), folder)
 
 
 if __name__ == "__main__":

@@ -50,6 +50,12 @@ def run_es_grpo(*argv) -> SimpleNamespace:
     return in_process(lambda args: es_grpo.run(es_grpo.parse_args(args)), *argv)
 
 
+def run_scale(*argv) -> SimpleNamespace:
+    """`python -m scale.train ARGV` on one process (no torchrun), in this process."""
+    from scale import train
+    return in_process(train.main, *argv)
+
+
 TINY_RUN = ["--steps", "2", "--es-population", "2", "--es-prompts", "4", "--grpo-prompts", "2", "--grpo-group", "2",
             "--eval-problems", "3", "--heldout-problems", "2", "--eval-samples", "16"]
 

@@ -127,12 +127,13 @@ def test_every_documented_run_gives_flags_that_parse(monkeypatch):
         flags = flags_of(command)
         if flags is None or "--help" in flags:
             continue
+        if "--resume" in flags:  # its folder's config would be read: only what comes beside it is parsed
+            at = flags.index("--resume")
+            flags = flags[:at] + flags[at + 1 + (at + 1 < len(flags) and not flags[at + 1].startswith("--")):]
         if "scale.train" in command:
             parser = es_grpo.dataclass_parser(train.ScaleArgs, "scale.train", allow_abbrev=False)
             _, rest = parser.parse_known_args(flags)
             flags = rest
-        if "--resume" in flags:  # its folder's config would be read: only what comes beside it is parsed
-            flags = flags[:flags.index("--resume")] + flags[flags.index("--resume") + 2:]
         result = in_process(lambda argv: es_grpo.parse_args(argv), *flags)
         assert result.returncode == 0, f"{doc}: {command}\n{result.stderr}"
         checked += 1

@@ -178,8 +178,8 @@ def test_es_without_zscore_steps_along_centred_raw_rewards(fresh_tiny, monkeypat
 
 def test_bfloat16_weights_train_from_an_fp32_master(tmp_path):
     out = tmp_path / "run"
-    result = run_es_grpo(*SMALL_RUN, "--algo", "es", "--steps", "2", "--save-every", "1", "--dtype", "bfloat16",
-                         "--es-alpha", "0.05", "--out", str(out))
+    result = run_es_grpo(*SMALL_RUN, "--algo", "es", "--steps", "2", "--dtype", "bfloat16", "--es-alpha", "0.05",
+                         "--out", str(out))
     assert result.returncode == 0, result.stderr[-2000:]
     trained = load_file(out / "stage1-es" / "model.safetensors")
     base = load_file(es_grpo.TINY_MODEL / "model.safetensors")

@@ -244,7 +244,7 @@ def test_diversity_statistics_on_hand_built_success_counts():
 def test_a_run_path_spans_both_stages_and_finished_runs_are_reused(tmp_path):
     from conftest import TINY_RUN
     out = tmp_path / "run"
-    flags = [*TINY_RUN, "--steps", "4", "--eval-every", "1", "--trajectory-samples", "4", "--save-every", "1"]
+    flags = [*TINY_RUN, "--steps", "4", "--eval-every", "1", "--trajectory-samples", "4"]
     summary = analyses.train_run(out, flags)
     path = analyses.run_path(out, 4)
     assert [p["update"] for p in path] == [0, 1, 2, 3, 4]  # base, trajectory, GRPO's end, trajectory, ES's end

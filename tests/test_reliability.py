@@ -1,4 +1,5 @@
-"""Crash-safe checkpoints, exact resumption, determinism, degenerate signals."""
+"""Run folders: crash-safe checkpoints, exact resumption and locks (scale/runs.py, through python -m scale.train);
+the reference's own folder (es_grpo.RunFolder); determinism; degenerate signals."""
 import json
 import os
 import shutil
@@ -12,7 +13,8 @@ import torch
 from safetensors.torch import load_file
 
 import es_grpo
-from conftest import ROOT, SMALL_RUN, run_es_grpo, summary_of
+from conftest import ROOT, SMALL_RUN, run_es_grpo, run_scale, summary_of
+from scale.runs import hold
 
 RUN = ["--steps", "6", "--es-population", "4", "--es-prompts", "4", "--grpo-prompts", "2", "--grpo-group", "4",
        "--eval-problems", "2", "--heldout-problems", "2", "--eval-samples", "16", "--save-every", "1"]
@@ -35,7 +37,7 @@ def reference(tmp_path_factory):
     """The uninterrupted run the kill points, the determinism check and the early resume compare against (run
     in this process: the killed runs are real processes, their resumptions need not be)."""
     out = tmp_path_factory.mktemp("reference") / "run"
-    assert run_es_grpo(*TRAJECTORY_RUN, "--out", str(out)).returncode == 0
+    assert run_scale(*TRAJECTORY_RUN, "--out", str(out)).returncode == 0
     return out
 
 
@@ -44,11 +46,11 @@ KILL_POINTS = {"in-grpo-stage": 1, "in-es-stage": 4}  # updates written before t
 
 @pytest.fixture(scope="module")
 def killed_runs(tmp_path_factory):
-    """`python es_grpo.py` started for each kill point at once (real processes: SIGKILL leaves what a crash
+    """`python -m scale.train` started for each kill point at once (real processes: SIGKILL leaves what a crash
     leaves), each killed once its metrics.jsonl holds that many updates. name -> run folder."""
     root, running = tmp_path_factory.mktemp("killed"), {}
     for name in KILL_POINTS:
-        running[name] = subprocess.Popen([sys.executable, str(ROOT / "es_grpo.py"), *TRAJECTORY_RUN, "--out",
+        running[name] = subprocess.Popen([sys.executable, "-m", "scale.train", *TRAJECTORY_RUN, "--out",
                                           str(root / name)], cwd=ROOT, stdout=subprocess.DEVNULL,
                                          stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
@@ -69,7 +71,7 @@ def test_sigkill_then_resume_is_bit_identical_to_an_uninterrupted_run(reference,
     """Killed in each stage, with trajectory points on the way (which must not move the random streams)."""
     killed = killed_runs[point]
     assert not (killed / "summary.json").exists(), "the run finished before it could be killed"
-    resumed = run_es_grpo("--resume", str(killed))
+    resumed = run_scale("--resume", str(killed))
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert "resuming" in resumed.stdout
     expected, got = final_weights(reference), final_weights(killed)
@@ -82,7 +84,7 @@ def test_sigkill_then_resume_is_bit_identical_to_an_uninterrupted_run(reference,
 
 def test_non_finite_weights_stop_the_run_and_keep_the_last_good_checkpoint(tmp_path):
     out = tmp_path / "run"
-    result = run_es_grpo(*RUN, "--algo", "grpo", "--grpo-lr", "1e30", "--out", str(out))
+    result = run_scale(*RUN, "--algo", "grpo", "--grpo-lr", "1e30", "--out", str(out))
     assert result.returncode != 0 and "non-finite" in result.stderr.splitlines()[-1]
     checkpoint = torch.load(out / "checkpoint.pt", weights_only=False)
     assert all(torch.isfinite(t).all() for t in checkpoint["model"].values())
@@ -90,12 +92,12 @@ def test_non_finite_weights_stop_the_run_and_keep_the_last_good_checkpoint(tmp_p
 
 
 def test_resume_of_a_folder_that_is_not_a_run_is_a_clear_error(tmp_path):
-    result = run_es_grpo("--resume", str(tmp_path))
+    result = run_scale("--resume", str(tmp_path))
     assert result.returncode != 0 and "not a resumable run folder" in result.stderr.splitlines()[-1]
 
 
 def test_same_command_and_seed_give_identical_metrics_and_weights(reference, tmp_path):
-    assert run_es_grpo(*TRAJECTORY_RUN, "--out", str(tmp_path / "again")).returncode == 0
+    assert run_scale(*TRAJECTORY_RUN, "--out", str(tmp_path / "again")).returncode == 0
     a, b = final_weights(reference), final_weights(tmp_path / "again")
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert metrics_without_timing(reference) == metrics_without_timing(tmp_path / "again")
@@ -106,7 +108,7 @@ def test_resume_before_the_first_checkpoint_starts_over_cleanly(reference, tmp_p
     shutil.copytree(reference, out)
     (out / "checkpoint.pt").unlink()  # as if killed before the first checkpoint was written
     (out / "summary.json").unlink()
-    resumed = run_es_grpo("--resume", str(out))
+    resumed = run_scale("--resume", str(out))
     assert resumed.returncode == 0 and "after update 0" in resumed.stdout
     assert metrics_without_timing(out) == metrics_without_timing(reference)  # each update once, as uninterrupted
     assert all(torch.equal(a, b) for a, b in zip(final_weights(out).values(), final_weights(reference).values()))
@@ -116,8 +118,8 @@ def test_two_runs_started_at_once_on_one_folder_end_with_one_run_and_one_refusal
     """The folder appears whole (made aside, then renamed into place) and its lock is held for the run's
     life: of two runs started together with the same --out, one finishes and the other is refused in one
     line with exit 2, whichever step of the race it reached; the finished run's files are its own."""
-    out, command = tmp_path / "run", [sys.executable, str(ROOT / "es_grpo.py"), *RUN, "--steps", "2"]
-    runs = [subprocess.Popen([*command, "--out", str(out)], stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+    out, command = tmp_path / "run", [sys.executable, "-m", "scale.train", *RUN, "--steps", "2"]
+    runs = [subprocess.Popen([*command, "--out", str(out)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                              text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}) for _ in range(2)]
     results = sorted((run.wait(timeout=300), run.stderr.read()) for run in runs)
     assert [code for code, _ in results] == [0, 2], results[1][1][-2000:]
@@ -133,10 +135,10 @@ def test_a_run_folder_a_live_process_holds_is_refused_and_left_untouched(referen
     held = tmp_path / "held"
     shutil.copytree(reference, held)
     before = {path.name: path.stat().st_mtime_ns for path in held.iterdir()}
-    lock = es_grpo.hold(held)
+    lock = hold(held)
     try:
         for flags in (["--resume", str(held)], [*RUN, "--out", str(held), "--overwrite"]):
-            result = run_es_grpo(*flags)
+            result = run_scale(*flags)
             assert result.returncode == 2 and "a running process holds this run folder" in result.stderr
             assert len(result.stderr.strip().splitlines()) == 1
     finally:
@@ -145,7 +147,7 @@ def test_a_run_folder_a_live_process_holds_is_refused_and_left_untouched(referen
 
 
 def test_resume_refuses_the_flags_it_would_ignore(reference):
-    result = run_es_grpo("--resume", str(reference), "--steps", "10")
+    result = run_scale("--resume", str(reference), "--steps", "10")
     assert result.returncode == 2 and "--steps would be ignored" in result.stderr
 
 
@@ -169,13 +171,15 @@ def test_a_run_that_fails_in_this_process_leaves_its_folder_free_to_resume(tmp_p
     with monkeypatch.context() as patch:
         patch.setattr(es_grpo, "train_stage", interrupted)
         with pytest.raises(KeyboardInterrupt):
-            run_es_grpo(*RUN, "--steps", "2", "--out", str(out))
-    resumed = run_es_grpo("--resume", str(out))
+            run_scale(*RUN, "--steps", "2", "--out", str(out))
+    resumed = run_scale("--resume", str(out))
     assert resumed.returncode == 0, resumed.stderr[-2000:]
     assert json.loads((out / "summary.json").read_text())["stages"][-1]["name"] == "es"
 
 
 def test_overwrite_replaces_a_finished_run_and_a_refused_overwrite_keeps_it(tmp_path):
+    """es_grpo.py's own run folder: --overwrite replaces a run, after every input was read, and never a folder
+    that holds no run."""
     out = tmp_path / "run"
     assert run_es_grpo(*SMALL_RUN, "--algo", "es", "--steps", "1", "--out", str(out)).returncode == 0
     (out / "notes.txt").write_text("mine")
@@ -189,13 +193,19 @@ def test_overwrite_replaces_a_finished_run_and_a_refused_overwrite_keeps_it(tmp_
     assert replaced.returncode == 0, replaced.stderr[-2000:]
     assert not (out / "notes.txt").exists() and [s["name"] for s in summary_of(out)] == ["base", "grpo"]
     assert json.loads((out / "config.json").read_text())["algo"] == "grpo"
+    mine = tmp_path / "mine"  # a folder no run made: never replaced, --overwrite or not
+    mine.mkdir()
+    (mine / "thesis.tex").write_text("years of work")
+    for runner in (run_es_grpo, run_scale):
+        refused = runner(*SMALL_RUN, "--algo", "es", "--steps", "1", "--overwrite", "--out", str(mine))
+        assert refused.returncode == 2 and "holds no run" in refused.stderr and (mine / "thesis.tex").exists()
 
 
 def test_es_grpo_resumed_at_the_stage_boundary_ends_as_the_uninterrupted_run(tmp_path, monkeypatch):
     """Interrupted just after the ES stage ended (its checkpoint says: stage 1 done, no stage state), then
     resumed: GRPO starts fresh from the ES weights, as in the uninterrupted run."""
     flags = [*SMALL_RUN, "--algo", "es-grpo"]
-    assert run_es_grpo(*flags, "--out", str(tmp_path / "whole")).returncode == 0
+    assert run_scale(*flags, "--out", str(tmp_path / "whole")).returncode == 0
     train_stage = es_grpo.train_stage
 
     def stop_before_grpo(run, name, *args):
@@ -205,11 +215,11 @@ def test_es_grpo_resumed_at_the_stage_boundary_ends_as_the_uninterrupted_run(tmp
 
     monkeypatch.setattr(es_grpo, "train_stage", stop_before_grpo)
     with pytest.raises(KeyboardInterrupt):
-        run_es_grpo(*flags, "--out", str(tmp_path / "cut"))
+        run_scale(*flags, "--out", str(tmp_path / "cut"))
     checkpoint = torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=False)
     assert checkpoint["stage"] == 1 and checkpoint["stage_state"] is None
     monkeypatch.setattr(es_grpo, "train_stage", train_stage)
-    resumed = run_es_grpo("--resume", str(tmp_path / "cut"))
+    resumed = run_scale("--resume", str(tmp_path / "cut"))
     assert resumed.returncode == 0 and "after update 1" in resumed.stdout
     a, b = (load_file(tmp_path / run / "stage2-grpo" / "model.safetensors") for run in ("whole", "cut"))
     assert all(torch.equal(a[k], b[k]) for k in a)

@@ -16,10 +16,11 @@ import torch
 from safetensors.torch import load_file
 
 import es_grpo
-from conftest import ROOT, in_process, run_es_grpo
+from conftest import ROOT, in_process
 
 from scale import gpu_check, train  # noqa: E402
 from scale.population import PopulationScorer  # noqa: E402
+from scale.runs import ResumableFolder  # noqa: E402
 from scale.vllm_rollout import EngineSettings, completions_to_rollout  # noqa: E402
 
 RUN = ["--steps", "3", "--es-population", "5", "--es-prompts", "4", "--grpo-prompts", "4", "--grpo-group", "4",
@@ -216,7 +217,8 @@ def test_sharded_grpo_stopped_by_a_fault_resumes_to_the_uninterrupted_weights(fa
     a, metrics_a = weights_and_metrics(whole_folder, "grpo")
     state = checkpoint["optimizer"]["state"]  # AdamW's moments made whole, keyed by parameter name
     assert state and all(state[k]["exp_avg"].shape == a[k].shape for k in state)
-    refused = run_es_grpo("--resume", str(folder))  # es_grpo.py keeps GRPO state by index
+    one_process = ResumableFolder(resume=str(folder))  # es_grpo.OneProcess (eval.py's runs) keeps it by index
+    refused = in_process(lambda argv: es_grpo.run(es_grpo.parse_args(argv), folder=one_process))
     assert refused.returncode == 2 and "resume it with -m scale.train" in refused.stderr.splitlines()[-1]
     resumed, _ = BACKGROUND["raise"][0].then_outcome  # a copy of the failed run folder, resumed
     folder = folder.parent / "resumed"

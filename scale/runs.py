@@ -1,0 +1,137 @@
+"""Run folders that survive a crash: es_grpo.run's `folder` hook, for long runs (scale.train, eval.py).
+
+es_grpo.RunFolder makes --out afresh and writes the run's files as it goes. ResumableFolder adds:
+- a checkpoint every --save-every updates and after each stage, RUN/checkpoint.pt (the weights, the stage's
+  state: ES's fp32 master or GRPO's AdamW and reference, the RNG states, the evaluations so far), replaced
+  atomically (a temporary name, then a rename);
+- --resume RUN: the saved config and last checkpoint, to the result of an uninterrupted run bit for bit, even
+  after SIGKILL (tests/test_reliability.py); metrics.jsonl keeps each update once;
+- a lock held for the run's life: a second run of the same folder, or an --overwrite of it, is refused in one
+  line; the folder is made whole in a staging folder and renamed into place, so two runs started at once
+  leave one run and one refusal.
+Nothing is written before every input has been read and checked.
+"""
+from __future__ import annotations
+
+import dataclasses
+import fcntl
+import json
+import os
+import random
+import shutil
+import tempfile
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+import torch
+
+from es_grpo import Args, BadInput, Context, RunFolder
+
+
+def atomic_write(path: Path, write):
+    """write(temporary path), then rename: a crash never leaves half a file."""
+    tmp = path.with_name(path.name + ".tmp")
+    write(tmp)
+    os.replace(tmp, path)
+
+
+def hold(folder: Path):
+    """The run folder's lock, held until the process ends (or the file closes); BadInput if a live process
+    holds it."""
+    lock = open(folder / "lock", "a")
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BlockingIOError:
+        lock.close()
+        raise BadInput(f"{folder}: a running process holds this run folder") from None
+    return lock
+
+
+class ResumableFolder(RunFolder):
+    """es_grpo.RunFolder's contract, with checkpoints, --resume and a lock (module docstring). resume: the run
+    folder to continue ("": a new run in --out); save_every: updates between checkpoints (0: after each stage
+    only)."""
+
+    def __init__(self, resume: str = "", save_every: int = 10):
+        self.resume, self.save_every, self.locks, self.checkpoint = resume, save_every, [], None
+
+    def open(self, args: Args, ranks) -> Args:
+        """With --resume: the saved config, with the last checkpoint kept and the lock held; else args as given,
+        once --out is known to be free (or --overwrite given)."""
+        if not self.resume:
+            return super().open(args, ranks)
+        folder = Path(self.resume)
+        try:
+            saved = json.loads((folder / "config.json").read_text())
+            self.locks.append(hold(folder) if ranks.is_main else None)
+            path = folder / "checkpoint.pt"
+            self.checkpoint = torch.load(path, weights_only=False) if path.exists() else None
+        except (OSError, ValueError, RuntimeError) as err:
+            raise BadInput(f"--resume {folder}: not a resumable run folder ({err.__class__.__name__})") from None
+        known = {f.name: saved[f.name] for f in dataclasses.fields(args) if f.name in saved}
+        return type(args)(**{**known, "out": str(folder)})
+
+    def create(self, args: Args, ranks):
+        """--out, holding config.json (the launcher's settings too, for --resume), made whole in a staging folder
+        and renamed into place (a rename fails if another run made it first); its lock kept."""
+        if self.resume:
+            return
+        out = Path(args.out)
+        ranks.barrier()  # every process has looked before the main one writes
+        if ranks.is_main:
+            if out.is_dir() and any(out.iterdir()):  # --overwrite: unless a live run holds it
+                hold(out).close()
+                shutil.rmtree(out)
+            elif out.exists() and not out.is_dir():
+                out.unlink()
+            out.parent.mkdir(parents=True, exist_ok=True)
+            staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
+            self.locks.append(hold(staging))
+            (staging / "config.json").write_text(json.dumps(self.config(args, ranks), indent=2))
+            try:
+                os.rename(staging, out)
+            except OSError:
+                shutil.rmtree(staging)
+                raise BadInput(f"--out {out}: another run made this folder first") from None
+        ranks.barrier()
+
+    def restore(self, run: Context, schedule: list) -> tuple[list, int, dict | None]:
+        """The stages' results so far, the stage to continue and its saved state; metrics.jsonl cut back to the
+        checkpoint's update (the resumed run writes the rest)."""
+        checkpoint, done = self.checkpoint, 0
+        if checkpoint:
+            run.model.load_state_dict(checkpoint["model"])
+            in_stage = (checkpoint["stage_state"] or {}).get("update", 0)
+            done = sum(updates for _, updates in schedule[:checkpoint["stage"]]) + in_stage
+        if self.resume:
+            path = Path(run.args.out) / "metrics.jsonl"
+            if run.ranks.is_main:
+                lines = path.read_text().splitlines() if path.exists() else []
+                kept = "".join(line + "\n" for line in lines if line.strip() and json.loads(line)["update"] <= done)
+                atomic_write(path, lambda tmp: tmp.write_text(kept))
+            run.ranks.log(f"resuming {run.args.out} after update {done}")
+        if not checkpoint:
+            return super().restore(run, schedule)
+        return checkpoint["stages"], checkpoint["stage"], checkpoint["stage_state"]
+
+    def after_update(self, run: Context, stage: int, update: int, last: bool, state: Callable[[], dict],
+                     stages: list):
+        if last or (self.save_every and update % self.save_every == 0):
+            self.save(run, stage, state(), stages)
+
+    def after_stage(self, run: Context, stage: int, stages: list):
+        self.save(run, stage + 1, None, stages)
+
+    @staticmethod
+    def save(run: Context, stage: int, stage_state: dict | None, stages: list):
+        if run.ranks.is_main:  # every process holds the same weights: one writes them
+            rng = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+            state = {"model": run.model.state_dict(), "stage": stage, "stage_state": stage_state,
+                     "stages": stages, "rng": rng}
+            atomic_write(Path(run.args.out) / "checkpoint.pt", lambda tmp: torch.save(state, tmp))
+
+    def close(self):
+        for lock in filter(None, self.locks):
+            lock.close()
+        self.locks = []
