@@ -762,8 +762,9 @@ def sample_and_grade(run: Context, rows: list[dict], progress: bool) -> list[dic
 # ----------------------------------------------------------------------------- GRPO
 
 def group_advantages(rewards: torch.Tensor, group: int, scale_std: bool = True) -> torch.Tensor:
-    """A_i = (r_i - mean(group)) [/ std(group)]; rewards (B,) in consecutive groups; 0 in zero-std
-    groups."""
+    """A_i = (r_i - mean(group)) [/ std(group)]; rewards (B,) in consecutive groups of `group`;
+    std is the sample standard deviation (n - 1, torch's default), no epsilon added; a group whose
+    rewards are all equal gets 0."""
     grouped = rewards.view(-1, group)  # (B/G, G)
     centred = grouped - grouped.mean(1, keepdim=True)  # (B/G, G); rounding can leave it nonzero
     if scale_std:
@@ -877,7 +878,8 @@ def grpo_statistics(run: Context, rewards, sums: dict, first: int, total: int, t
 
 def noise(seed: int, index: int, like: torch.Tensor) -> torch.Tensor:
     """eps of tensor `index` for the member `seed`: independent per tensor, regenerable; -seed gives
-    -eps."""
+    -eps. Seeding (exercises 9-11's figures depend on it): torch.randn of like's shape, float32, from
+    a generator on like's device seeded with abs(seed) * 1_000_003 + index."""
     generator = torch.Generator(device=like.device).manual_seed(abs(seed) * 1_000_003 + index)
     eps = torch.randn(like.shape, generator=generator, device=like.device, dtype=torch.float32)
     return eps.neg_() if seed < 0 else eps

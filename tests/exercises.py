@@ -16,6 +16,7 @@ from __future__ import annotations
 import argparse
 import ast
 import os
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -47,9 +48,10 @@ EXERCISES = (
     Exercise(4, "ES noise from a seed, mirrored for antithetic sampling", ("noise",),
              ("tests/test_es.py::test_noise_is_regenerable_and_independent_per_tensor",
               "tests/test_es.py::test_perturb_then_restore_gives_identical_weights",
-              "tests/test_es.py::test_antithetic_pairs_mirror_the_noise_and_update_by_reward_differences")),
+              "tests/test_es.py::test_a_negative_seed_mirrors_the_noise")),
     Exercise(5, "the ES update with z-scored rewards", ("zscore", "es_update"),
              ("tests/test_es.py::test_es_update_equals_direct_computation",
+              "tests/test_es.py::test_antithetic_pairs_update_by_reward_differences",
               "tests/test_es.py::test_equal_rewards_give_zero_update_and_no_nan",
               "tests/test_es.py::test_es_without_zscore_steps_along_centred_raw_rewards")),
     Exercise(6, "JS_succ, the population's verifier-projected diversity", ("js_succ",),
@@ -90,51 +92,75 @@ def with_holes(source: str, exercises: list[Exercise]) -> str:
 
 
 def make(out: Path, exercises: list[Exercise]) -> Path:
+    """out/es_grpo.py with the holes, and out/tiny_model beside it (a link to this repository's, else a
+    copy), so that `python es_grpo.py` runs from out/ on its own."""
     out.mkdir(parents=True, exist_ok=True)
     copy = out / "es_grpo.py"
     copy.write_text(with_holes((ROOT / "es_grpo.py").read_text(), exercises))
+    beside = out / "tiny_model"
+    if not beside.exists():
+        try:
+            beside.symlink_to(ROOT / "tiny_model", target_is_directory=True)
+        except OSError:  # no symbolic links here: a copy
+            shutil.copytree(ROOT / "tiny_model", beside, ignore=shutil.ignore_patterns("__pycache__"))
     return copy
 
 
+def pytest_command(copy: Path | None, node_ids: list[str]) -> list[str]:
+    """What `check` runs, from the repository's root, with ES_GRPO_FILE=copy in the environment."""
+    return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *node_ids]
+
+
 def run_tests(copy: Path | None, node_ids: list[str]) -> dict[str, list[str]]:
-    """{node id without parameters: outcomes ("passed", "failed", "skipped")} of the tests, run in a fresh
-    interpreter on `copy` as es_grpo (None: the reference)."""
+    """{node id without parameters: outcomes ("passed", "failed", "skipped"; a failure as "failed: the
+    assertion's first line")} of the tests, run in a fresh interpreter on `copy` as es_grpo (None: the
+    reference)."""
     with tempfile.TemporaryDirectory() as folder:
         report = Path(folder) / "junit.xml"
         env = {name: value for name, value in os.environ.items() if name != "ES_GRPO_FILE"}
         if copy is not None:
             env["ES_GRPO_FILE"] = str(Path(copy).resolve())
-        result = subprocess.run([sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider",
-                                 f"--junitxml={report}", *node_ids], cwd=ROOT, env=env, capture_output=True,
-                                 text=True, timeout=900)
+        result = subprocess.run([*pytest_command(copy, node_ids), f"--junitxml={report}"], cwd=ROOT, env=env,
+                                capture_output=True, text=True, timeout=900)
         if not report.exists() or "<testcase" not in report.read_text():  # e.g. the copy does not import
             said = (result.stdout + result.stderr).strip().splitlines()
             raise SystemExit(f"the tests could not run on {copy or 'es_grpo.py'}:\n" + "\n".join(said[-15:]))
         outcomes: dict[str, list[str]] = {}
         for case in ElementTree.parse(report).getroot().iter("testcase"):
             path = case.get("classname", "").replace(".", "/") + ".py"
-            name = case.get("name", "").split("[")[0]
-            outcome = ("failed" if case.find("failure") is not None or case.find("error") is not None
+            failure = case.find("failure") if case.find("failure") is not None else case.find("error")
+            said = "" if failure is None else (failure.get("message") or "").strip().splitlines()[:1]
+            outcome = (f"failed: {said[0] if said else 'see the pytest command'}" if failure is not None
                        else "skipped" if case.find("skipped") is not None else "passed")
-            outcomes.setdefault(f"{path}::{name}", []).append(outcome)
+            outcomes.setdefault(f"{path}::{case.get('name', '')}", []).append(outcome)
         return outcomes
 
 
-def per_exercise(outcomes: dict[str, list[str]], exercise: Exercise) -> list[str]:
-    return [o for node, results in outcomes.items() for o in results
-            if any(node == test or node.startswith(test + "::") or node.split("::")[0] == test
-                   for test in exercise.tests)]
+def per_exercise(outcomes: dict[str, list[str]], exercise: Exercise) -> list[tuple[str, str]]:
+    """(test id, outcome) of each of the exercise's tests (a parametrised test: each case)."""
+    def ours(node):
+        bare = node.split("[")[0]
+        return any(bare == test or bare.startswith(test + "::") or bare.split("::")[0] == test
+                   for test in exercise.tests)
+    return [(node, outcome) for node, results in outcomes.items() if ours(node) for outcome in results]
 
 
 def check(copy: Path, exercises: list[Exercise]) -> bool:
-    outcomes = run_tests(copy, [test for e in exercises for test in e.tests])
+    tests = [test for e in exercises for test in e.tests]
+    outcomes = run_tests(copy, tests)
     ok = True
     for e in exercises:
         results = per_exercise(outcomes, e)
-        passed = results.count("passed")
+        passed = sum(outcome == "passed" for _, outcome in results)
         ok &= bool(results) and passed == len(results)
         mark = "done" if results and passed == len(results) else "not yet"
         print(f"exercise {e.number} ({e.title}): {passed}/{len(results)} tests pass: {mark}")
+        for node, outcome in results:
+            if outcome.startswith("failed"):
+                print(f"  {node} {outcome}")
+    if not ok:
+        print(f"\nthe tests, with their full output: ES_GRPO_FILE={Path(copy).resolve()} "
+              + " ".join(pytest_command(copy, tests)[1:]))
     return ok
 
 

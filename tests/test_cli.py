@@ -147,6 +147,23 @@ def test_es_grpo_py_stands_alone_beside_the_tiny_models_data(tmp_path, monkeypat
     assert alone.TINY_MODEL == ROOT / "tiny_model" and callable(alone.run)
 
 
+def test_es_grpo_py_copied_alone_beside_tiny_model_answers_help_and_trains(tmp_path):
+    """A reader's copy: es_grpo.py and tiny_model/ in a folder of their own, nothing else of the project on
+    the path: --help, and a 2-update GRPO->ES run that prints its table."""
+    import shutil
+    import subprocess
+    shutil.copy(ROOT / "es_grpo.py", tmp_path / "es_grpo.py")
+    shutil.copytree(ROOT / "tiny_model", tmp_path / "tiny_model", ignore=shutil.ignore_patterns("__pycache__"))
+    env = {**__import__("os").environ, "PYTHONPATH": ""}
+    helped = subprocess.run([sys.executable, "es_grpo.py", "--help"], cwd=tmp_path, env=env, capture_output=True,
+                            text=True, timeout=120)
+    assert helped.returncode == 0 and "--es-population" in helped.stdout, helped.stderr[-1000:]
+    ran = subprocess.run([sys.executable, "es_grpo.py", *TINY_RUN, "--out", "run"], cwd=tmp_path, env=env,
+                         capture_output=True, text=True, timeout=300)
+    assert ran.returncode == 0, ran.stderr[-2000:]
+    assert "| es |" in ran.stdout + ran.stderr and (tmp_path / "run" / "summary.json").exists()
+
+
 @pytest.mark.filterwarnings("ignore:'scale.train' found in sys.modules")  # other tests imported it
 def test_scale_is_a_package_its_entry_point_runs_with_dash_m(monkeypatch):
     """`torchrun ... -m scale.train` from the repository's root, as README says: no sys.path edits; the

@@ -82,12 +82,18 @@ def test_es_step_scores_population_and_moves_weights(fresh_tiny):
     assert all(torch.equal(m, p.detach()) for m, p in zip(master, params))
 
 
-def test_antithetic_pairs_mirror_the_noise_and_update_by_reward_differences():
+def test_a_negative_seed_mirrors_the_noise():
+    """The antithetic pair (s, -s): eps_-s = -eps_s exactly, for every tensor; noise alone (exercise 4)."""
+    for index, like in enumerate((torch.zeros(5), torch.zeros(3, 4))):
+        eps = noise(7, index, like)
+        assert torch.equal(noise(-7, index, like), -eps) and eps.abs().sum() > 0
+
+
+def test_antithetic_pairs_update_by_reward_differences():
     """Hand-built: one tensor, one pair (s, -s). The mirrored estimator: sum_n z_n eps_n = (z_s - z_-s) eps_s;
     equal rewards within the pair cancel (up to float rounding)."""
     like = torch.zeros(5)
     eps = noise(7, 0, like)
-    assert torch.equal(noise(-7, 0, like), -eps)
     params, master = [torch.zeros(5)], [torch.zeros(5)]
     es_update(params, master, [7, -7], torch.tensor([1.0, -1.0]), alpha=0.5)
     torch.testing.assert_close(master[0], 0.5 / 2 * (1.0 - -1.0) * eps)
@@ -176,7 +182,12 @@ def test_es_without_zscore_steps_along_centred_raw_rewards(fresh_tiny, monkeypat
         torch.testing.assert_close(master[index], before[index] + 0.5 / 4 * step, atol=1e-6, rtol=0)
 
 
-def test_bfloat16_weights_train_from_an_fp32_master(tmp_path):
+def test_bfloat16_weights_train_from_an_fp32_master(tmp_path, monkeypatch):
+    """bfloat16 weights, an fp32 master: the update survives rounding. The members' rewards are made to differ
+    (each scoring call alternates 0 and 1), so that the test does not depend on a lucky spread of rewards."""
+    calls = iter(range(10**6))
+    monkeypatch.setattr(es_grpo, "score", lambda problems, texts: torch.full((len(problems),),
+                                                                               float(next(calls) % 2)))
     out = tmp_path / "run"
     result = run_es_grpo(*SMALL_RUN, "--algo", "es", "--steps", "2", "--dtype", "bfloat16", "--es-alpha", "0.05",
                          "--out", str(out))
