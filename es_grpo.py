@@ -456,7 +456,7 @@ def math_verify_compare(reference: str, prediction: str) -> tuple[bool, bool, st
 
     import sympy
     from math_verify import LatexExtractionConfig, parse, verify
-    logging.getLogger("math_verify").setLevel(logging.ERROR)  # "timeout disabled": the caller bounds
+    logging.getLogger("math_verify").setLevel(logging.ERROR)  # "timeout disabled": callers bound it
     latex = [LatexExtractionConfig(boxed_match_priority=0)]
     delimited = any(mark in reference for mark in ("$", "\\boxed", "\\(", "\\["))
     gold = parse(reference if delimited else f"${reference}$", latex, parsing_timeout=None)
@@ -477,9 +477,9 @@ def latex_compare(reference: str, prediction: str) -> tuple[bool, bool, str]:
     scale/verifier.py bounds a call in any thread, in a worker process."""
     thread = threading.current_thread()
     if thread is not threading.main_thread():
-        raise RuntimeError(f"LaTeX answers are read by math-verify, bounded by a timer that works on "
-                           f"the main thread only, not in {thread.name}: install scale.verifier (a "
-                           "worker process, bounded in any thread)")
+        raise RuntimeError(f"LaTeX answers are read by math-verify, bounded by a timer that works "
+                           f"on the main thread only, not in {thread.name}: install scale.verifier "
+                           "(a worker process, bounded in any thread)")
     def expire(signum, frame):
         raise TimeoutError(f"math-verify took over {MATH_SECONDS} s")
     previous = signal.signal(signal.SIGALRM, expire)
@@ -878,8 +878,8 @@ def grpo_statistics(run: Context, rewards, sums: dict, first: int, total: int, t
 
 def noise(seed: int, index: int, like: torch.Tensor) -> torch.Tensor:
     """eps of tensor `index` for the member `seed`: independent per tensor, regenerable; -seed gives
-    -eps. Seeding (exercises 9-11's figures depend on it): torch.randn of like's shape, float32, from
-    a generator on like's device seeded with abs(seed) * 1_000_003 + index."""
+    -eps. Seeding (exercises 9-11's figures depend on it): torch.randn of like's shape, float32,
+    from a generator on like's device seeded with abs(seed) * 1_000_003 + index."""
     generator = torch.Generator(device=like.device).manual_seed(abs(seed) * 1_000_003 + index)
     eps = torch.randn(like.shape, generator=generator, device=like.device, dtype=torch.float32)
     return eps.neg_() if seed < 0 else eps
@@ -1037,8 +1037,8 @@ class RunFolder:
         out = Path(args.out)
         if out.exists() and (not out.is_dir() or any(out.iterdir())):
             if not args.overwrite:
-                raise BadInput(f"--out {out}: run folder exists; --overwrite replaces it (python -m "
-                               f"scale.train --resume {out} continues it)")
+                raise BadInput(f"--out {out}: run folder exists; --overwrite replaces it "
+                               f"(python -m scale.train --resume {out} continues it)")
             if not (out / "config.json").is_file():
                 raise BadInput(f"--out {out}: holds no run (no config.json); --overwrite replaces "
                                "only a run folder")
