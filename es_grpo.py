@@ -470,23 +470,30 @@ def math_verify_compare(reference: str, prediction: str) -> tuple[bool, bool, st
     return True, bool(equal), "".join(str(value).split())
 
 def latex_compare(reference: str, prediction: str) -> tuple[bool, bool, str]:
-    """math_verify_compare within MATH_SECONDS, by the timer math-verify's own timeout uses
-    (SIGALRM; in float seconds, once for the whole call, then every 50 ms should math-verify catch
-    it): "not found" past it or on any error. SIGALRM reaches the main thread only: elsewhere this
-    refuses in one line rather than hang (\\boxed{10^{10^{10}}} holds a thread for minutes);
-    scale/verifier.py bounds a call in any thread, in a worker process."""
+    """math_verify_compare within MATH_SECONDS (SIGALRM, math-verify's own timer: then every 50 ms,
+    as math-verify catches it), "not found" past it or on any error. SIGALRM reaches the main thread
+    only: elsewhere this refuses in one line rather than hang (\\boxed{10^{10^{10}}} holds a thread
+    for minutes); scale/verifier.py bounds a call in any thread, in a worker process."""
     thread = threading.current_thread()
     if thread is not threading.main_thread():
         raise RuntimeError(f"LaTeX answers are read by math-verify, bounded by a timer that works "
                            f"on the main thread only, not in {thread.name}: install scale.verifier "
                            "(a worker process, bounded in any thread)")
+    armed = [True]
     def expire(signum, frame):
-        raise TimeoutError(f"math-verify took over {MATH_SECONDS} s")
+        if armed[0]:
+            raise TimeoutError(f"math-verify took over {MATH_SECONDS} s")
     previous = signal.signal(signal.SIGALRM, expire)
     signal.setitimer(signal.ITIMER_REAL, MATH_SECONDS, 0.05)
     try:
-        return math_verify_compare(reference[:MAX_ANSWER_CHARS], prediction[-4 * MAX_ANSWER_CHARS:])
-    except Exception:  # noqa: BLE001 (past the bound, a failed parse, MemoryError: no answer)
+        try:
+            return math_verify_compare(reference[:MAX_ANSWER_CHARS],
+                                       prediction[-4 * MAX_ANSWER_CHARS:])
+        except Exception:  # noqa: BLE001 (past the bound, a failed parse, MemoryError: no answer)
+            return False, False, ""
+        finally:
+            armed[0] = False  # a signal from here on raises nothing
+    except TimeoutError:  # it came as the call ended, before the line above
         return False, False, ""
     finally:
         signal.setitimer(signal.ITIMER_REAL, 0)

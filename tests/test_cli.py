@@ -1,6 +1,7 @@
 """The command line with tiny arguments, in this process (tests/test_reliability.py runs the script itself)."""
 import dataclasses
 import json
+import os
 import sys
 
 import pytest
@@ -154,7 +155,7 @@ def test_es_grpo_py_copied_alone_beside_tiny_model_answers_help_and_trains(tmp_p
     import subprocess
     shutil.copy(ROOT / "es_grpo.py", tmp_path / "es_grpo.py")
     shutil.copytree(ROOT / "tiny_model", tmp_path / "tiny_model", ignore=shutil.ignore_patterns("__pycache__"))
-    env = {**__import__("os").environ, "PYTHONPATH": ""}
+    env = {**os.environ, "PYTHONPATH": ""}
     helped = subprocess.run([sys.executable, "es_grpo.py", "--help"], cwd=tmp_path, env=env, capture_output=True,
                             text=True, timeout=120)
     assert helped.returncode == 0 and "--es-population" in helped.stdout, helped.stderr[-1000:]

@@ -2,6 +2,8 @@
 checkout as a user types it: each entry point starts in a fresh interpreter (its --help, or a run where one is
 seconds), and the flags the docs give es_grpo.py and scale.train parse. What cannot run here (a hub id, CUDA,
 eight GPUs) is checked as far as that: its flags. A command the docs add without a check here fails."""
+import importlib
+import os
 import re
 import subprocess
 import sys
@@ -98,7 +100,7 @@ def test_every_documented_entry_point_starts_in_a_fresh_interpreter(tmp_path):
         compile(entry[1], "<docs>", "exec")
     subcommands = [e for e in entries if len(e) == 3 and e[1] == "eval.py"]
     for _, _, name in subcommands:
-        eval_script = __import__("importlib").import_module("eval")
+        eval_script = importlib.import_module("eval")
         assert in_process(eval_script.main, name, "--help").returncode == 0, name
     runnable = [e for e in entries if e not in hub and e not in subcommands]
     if any(e[1] == "eval.py" for e in subcommands):
@@ -107,7 +109,7 @@ def test_every_documented_entry_point_starts_in_a_fresh_interpreter(tmp_path):
     def started(entry):
         argv = fast_form(entry, tmp_path)
         done = subprocess.run([sys.executable, *argv], cwd=ROOT, capture_output=True, text=True, timeout=120,
-                              env={**__import__("os").environ, "PYTHONPATH": ""})
+                              env={**os.environ, "PYTHONPATH": ""})
         return entry, argv, done
 
     with ThreadPoolExecutor(2) as pool:
