@@ -233,7 +233,10 @@ def load_model(name: str = "", device: str = "cpu", dtype: str = "float32"):
     if tokenizer.pad_token is None:  # many chat models ship without one
         tokenizer.pad_token = tokenizer.eos_token
     model.generation_config.pad_token_id = tokenizer.pad_token_id
-    return model.to(device), tokenizer
+    try:
+        return model.to(device), tokenizer
+    except (RuntimeError, AssertionError) as err:  # no such device here (no CUDA, a bad index)
+        raise BadInput(f"--device {device}: not usable here ({str(err).splitlines()[0]})") from None
 
 def eos_ids(model, tokenizer) -> list[int]:  # where a completion ends: chat models add end of turn
     listed = getattr(getattr(model, "generation_config", None), "eos_token_id", None)  # int, list
@@ -974,11 +977,11 @@ def es_step(run: Context, state: ESState, problems: list[dict], seed: int) -> di
 def score_members(run: Context, state: ESState, problems: list[dict], seeds: list[int],
                   seed: int) -> tuple[dict, dict]:
     """Every member's reward, tokens and entropy sum, (N,), and problems solved, (N, P), summed over
-    the processes (each scores a share of the members); and the eps drawn that es_update may reuse,
-    by (seed, tensor index). Here one member at a time, set in the weights: {} drawn. run()'s
-    score_members hook takes another way (scale/population.py: the population in one batch)."""
-    scores, prompts = new_scores(len(seeds), len(problems)), [
-        prompt_text(p, run.tokenizer) for p in problems]
+    the processes (each scores a share); and the eps drawn that es_update may reuse, by (seed,
+    tensor index): here none, each member set in the weights in turn (run()'s score_members hook:
+    scale/population.py decodes the population in one batch)."""
+    scores = new_scores(len(seeds), len(problems))
+    prompts = [prompt_text(p, run.tokenizer) for p in problems]
     for member in run.ranks.share(range(len(seeds))):
         set_weights(state.members, state.master, seeds[member], run.args.es_sigma)
         roll = run.generate(run.model, run.tokenizer, prompts, run.args.sampling("es", seed))
@@ -1064,13 +1067,10 @@ class RunFolder:
 
     def restore(self, run, schedule: list) -> tuple[list, int, dict | None]:
         return [], 0, None  # the stages' results so far, the stage to start, its saved state
-
     def after_update(self, run, stage: int, update: int, last: bool, state: Callable, stages: list):
         pass  # state(): the stage's state after `update` (scale/runs.py saves it)
-
     def after_stage(self, run, stage: int, stages: list):
         pass
-
     def close(self):
         pass
 

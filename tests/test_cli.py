@@ -60,6 +60,8 @@ def test_paper_preset_resolves_the_papers_settings(tmp_path):
     (["--no-such-flag", "1"], "--no-such-flag"),
     (["--grpo-temperature", "0"], "--grpo-temperature"),
     (["--grpo-microbatch", "-2"], "--grpo-microbatch"),
+    (["--resume", "runs/x"], "python -m scale.train --resume"),  # checkpoints are scale/'s
+    (["--device", "cuda:99"], "--device cuda:99: not usable here"),  # no such GPU, here or anywhere
 ])
 def test_invalid_flags_exit_2_before_any_work(flags, message, tmp_path):
     result = run_es_grpo(*flags, "--out", str(tmp_path / "never"))
