@@ -13,11 +13,11 @@ GRPO->ES schedule.
     torchrun --nproc_per_node=8 -m scale.train ...   # many GPUs: these functions, through hooks
 
 Sections follow the paper: config, model, task and verifier, rollout, Pass@K, GRPO, ES,
-schedule, run. A "layer" after an idea makes it faster or safer, and names the test showing the
-same result; "machinery" (processes, run folders) serves the run, not the algorithm. scale/ adds
-the ES population in one batch (population.py), math answers bounded in any thread
-(verifier.py), many processes (distributed.py) and vLLM (vllm_rollout.py) through run()'s hooks
-and LATEX; `python -m scale.train` runs them all. This file imports nothing from it.
+schedule, run; the verifier's parsing details come last. A "layer" after an idea makes it faster
+and names the test showing the same result. scale/ adds the ES population in one batch
+(population.py), run folders with checkpoints and --resume (runs.py), math answers bounded in any
+thread (verifier.py), many processes (distributed.py) and vLLM (vllm_rollout.py) through run()'s
+hooks and LATEX; `python -m scale.train` runs them all. This file imports nothing from it.
 
 Deliberate departures from the paper (the tiny default preset unless marked; --preset paper
 restores the paper's settings):
@@ -78,7 +78,6 @@ log = tqdm.write  # prints above a progress bar instead of through it
 class BadInput(SystemExit):
     """A data file, model, flag or run folder that cannot be used: one line naming it on stderr,
     said when raised (so every entry point says it), and exit status 2 as for a bad flag."""
-
     def __init__(self, message: str):
         super().__init__(2)
         self.message = message
@@ -245,9 +244,9 @@ def eos_ids(model, tokenizer) -> list[int]:  # where a completion ends: chat mod
 
 # ----------------------------------------------------------------------------- task and verifier
 # Rewards as in the paper: 1.0 correct, 0.1 a final answer that is wrong, 0 no final answer. Model
-# text is matched and parsed, never run as code. Countdown and plain numbers are parsed here,
-# bounded in length and nesting (microseconds a call); LaTeX goes to math-verify, the field's
-# answer checker (TRL, open-r1), bounded by its own timeout of MATH_SECONDS.
+# text is matched and parsed, never run as code: Countdown and plain numbers by a parser bounded
+# in length and nesting (microseconds a call), LaTeX by math-verify, the field's answer checker
+# (TRL, open-r1), within MATH_SECONDS; how, in "verifier details" after the algorithms.
 
 MAX_EXPR_CHARS, MAX_DEPTH, MAX_NUMBER_CHARS = 256, 32, 64
 MAX_BITS = 4096  # of a power's result
@@ -277,63 +276,6 @@ def parse_expression(text: str, plain_math: bool = False):
         return None
     return (value, parser.literals) if parser.tokens[parser.cursor] == "" else None
 
-class ExpressionParser:
-    """Recursive descent over tokens, at most MAX_DEPTH levels deep; never run as code."""
-
-    def __init__(self, tokens: list[str], plain_math: bool):
-        self.tokens, self.plain_math = tokens + [""], plain_math  # "" marks the end
-        self.literals, self.cursor = [], 0
-
-    def binary(self, operand, ops: str, depth: int):  # operand (op operand)*, left to right
-        value = operand(depth)
-        implicit = ops == "*/" and self.plain_math  # 2(3): a product without its sign
-        while (token := self.tokens[self.cursor]) and (token in ops or implicit and token == "("):
-            if token in ops:
-                self.cursor += 1
-            value = arithmetic(token if token in ops else "*", value, operand(depth))
-        return value
-
-    def term(self, depth: int):
-        return self.binary(self.signed, "*/", depth)
-
-    def signed(self, depth: int):  # plain_math: [+-]* atom [^ signed]
-        token = self.tokens[self.cursor]
-        if self.plain_math and token in ("+", "-"):
-            self.cursor += 1
-            value = self.signed(depth + 1)
-            return value if token == "+" or value is None else -value
-        value = self.atom(depth)
-        if self.plain_math and self.tokens[self.cursor] == "^":
-            self.cursor += 1
-            value = arithmetic("^", value, self.signed(depth + 1))
-        return value
-
-    def atom(self, depth: int):
-        token = self.tokens[self.cursor]
-        self.cursor = min(self.cursor + 1, len(self.tokens) - 1)
-        if depth > MAX_DEPTH:
-            raise ValueError("too deep")
-        if token == "(":
-            value = self.binary(self.term, "+-", depth + 1)
-            if self.tokens[self.cursor] != ")":
-                raise ValueError("unbalanced")
-            self.cursor += 1
-            return value
-        if not token[-1:].isdigit() or len(token) > MAX_NUMBER_CHARS or (
-                "." in token and not self.plain_math):
-            raise ValueError("expected a number")
-        self.literals.append(Fraction(token))
-        return self.literals[-1]
-
-def arithmetic(op: str, a: Fraction | None, b: Fraction | None) -> Fraction | None:
-    """a op b, exact; None where undefined, or for a power not whole or too large (MAX_BITS)."""
-    if a is None or b is None or (op == "/" and b == 0):
-        return None
-    if op != "^":
-        return ARITHMETIC[op](a, b)
-    bits = max(a.numerator.bit_length(), a.denominator.bit_length()) * abs(b.numerator)
-    return None if b.denominator != 1 or bits > MAX_BITS or (a == 0 and b < 0) else a ** b.numerator
-
 def countdown_answer(completion: str) -> str:
     """The last <answer>...</answer> near the end of a completion if any, else its first line."""
     tagged = ANSWER_TAG.findall(completion[-4 * MAX_EXPR_CHARS:])
@@ -347,64 +289,6 @@ def countdown_reward(completion: str, numbers: list[int], target: int) -> float:
     value, literals = parsed
     right = sorted(literals) == sorted(numbers) and value is not None and value == target
     return 1.0 if right else 0.1
-
-def box_at(text: str, start: int) -> tuple[str, int]:
-    """(content, end) of the \\boxed{...} at start; ("", -1) unless it closes within
-    MAX_ANSWER_CHARS."""
-    depth, end = 1, start + len("\\boxed{")
-    stop = min(len(text), end + MAX_ANSWER_CHARS)
-    while end < stop and depth:
-        depth += {"{": 1, "}": -1}.get(text[end], 0)
-        end += 1
-    return (text[start + len("\\boxed{"):end - 1].strip(), end) if depth == 0 else ("", -1)
-
-def boxed(text: str) -> str | None:  # the last \boxed{...}'s content; None if there is none
-    start = text.rfind("\\boxed{")
-    return None if start < 0 else box_at(text, start)[0]
-
-def joined_boxes(text: str) -> str:
-    """The last \\boxed{...} with the boxes that a short joiner ties to it: "\\boxed{1} and
-    \\boxed{2}", "\\boxed{1}, \\boxed{2}" (but "\\boxed{1/2} no wait \\boxed{7}" is 7)."""
-    last = text.rfind("\\boxed{")
-    text = text[max(0, last - 2 * MAX_ANSWER_CHARS):last + MAX_ANSWER_CHARS + len("\\boxed{}")]
-    boxes = [(box.start(), box_at(text, box.start())[1]) for box in re.finditer(r"\\boxed\{", text)]
-    first, end = boxes[-1]
-    for start, stop in reversed(boxes[:-1]):
-        gap = text[stop:first]
-        if stop < 0 or len(gap) > 40 or any(c.isdigit() for c in gap) or not JOINER.search(gap):
-            break
-        first = start
-    return text[first:end]
-
-@functools.lru_cache(maxsize=4096)  # a reference is read once for all its samples
-def plain_value(answer: str, decimal_comma: bool = True) -> Fraction | None:
-    """The value of an answer that is plain arithmetic as a whole: 1,234, 1 000, -.5, 3/4, 2^10,
-    and with decimal_comma 0,5 (in LaTeX, 1,2 is a list)."""
-    answer = answer.strip().rstrip(".").replace("×", "*").replace("÷", "/")
-    if decimal_comma and DECIMAL_COMMA.fullmatch(answer):
-        answer = answer.replace(",", ".")
-    parsed = parse_expression(THOUSANDS.sub("", answer), plain_math=True)
-    return parsed and parsed[0]
-
-def plain_answer(text: str) -> str | None:
-    """The last plain answer of a text: the last run of arithmetic after its last LaTeX mark and
-    its last =, standing alone (2 in AZYUK2A is none); a run that continues an expression (+ 3 in
-    2y + 3) gives the expression. A number inside a fraction, an exponent or an equation is never
-    taken alone."""
-    tail = LATEX_MARK.split(text[-MAX_EXPR_CHARS:])[-1].rsplit("=", 1)[-1]
-    runs = [run for run in PLAIN_SPAN.finditer(tail) if any(c.isdigit() for c in run[0])
-            and (tail[:run.start()][-1:] or " ") in " \n\t:("]
-    if not runs:
-        return None
-    before = tail[:runs[-1].start()].rstrip()[-1:]
-    if runs[-1][0][0] in "+-" and (before.isalnum() or before == ")"):
-        return tail.strip()
-    return runs[-1][0].strip().rstrip(".,")
-
-def exact_latex(value: Fraction) -> str:
-    sign, value = "-" * (value < 0), abs(value)
-    fraction = f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
-    return sign + (fraction if value.denominator > 1 else str(value))
 
 def math_grade(completion: str, answer: str) -> tuple[float, str]:
     """(reward, Maj@K key) of a math completion. Its final answer: the last \\boxed{...}
@@ -448,61 +332,6 @@ def grade(problem: dict, completion: str) -> tuple[float, str]:
         reward = countdown_reward(completion, problem["numbers"], problem["target"])
         return reward, re.sub(r"\s", "", countdown_answer(completion))
     return math_grade(completion, problem["answer"])
-
-def math_verify_compare(reference: str, prediction: str) -> tuple[bool, bool, str]:
-    """(found, equal, key): math-verify's last LaTeX answer in prediction, whether it equals
-    reference, and its canonical form for Maj@K (0.5 and \\frac12 both 1/2), unbounded in time
-    (latex_compare bounds it). LaTeX extraction only: math-verify's plain-expression path hands text
-    to sympy's parse_expr, which is eval."""
-    import logging
-    from fractions import Fraction
-
-    import sympy
-    from math_verify import LatexExtractionConfig, parse, verify
-    logging.getLogger("math_verify").setLevel(logging.ERROR)  # "timeout disabled": callers bound it
-    latex = [LatexExtractionConfig(boxed_match_priority=0)]
-    delimited = any(mark in reference for mark in ("$", "\\boxed", "\\(", "\\["))
-    gold = parse(reference if delimited else f"${reference}$", latex, parsing_timeout=None)
-    guess = parse(prediction, latex, parsing_timeout=None)
-    if not guess:
-        return False, False, ""
-    equal = bool(gold) and verify(gold, guess, timeout_seconds=None)
-    value = guess[0]
-    if isinstance(value, (sympy.Integer, sympy.Rational, sympy.Float)) and value.is_finite:
-        value = Fraction(int(value.p), int(value.q)) if value.is_Rational else Fraction(str(value))
-    return True, bool(equal), "".join(str(value).split())
-
-def latex_compare(reference: str, prediction: str) -> tuple[bool, bool, str]:
-    """math_verify_compare within MATH_SECONDS (SIGALRM, math-verify's own timer: then every 50 ms,
-    as math-verify catches it), "not found" past it or on any error. SIGALRM reaches the main thread
-    only: elsewhere this refuses in one line rather than hang (\\boxed{10^{10^{10}}} holds a thread
-    for minutes); scale/verifier.py bounds a call in any thread, in a worker process."""
-    thread = threading.current_thread()
-    if thread is not threading.main_thread():
-        raise RuntimeError(f"LaTeX answers are read by math-verify, bounded by a timer that works "
-                           f"on the main thread only, not in {thread.name}: install scale.verifier "
-                           "(a worker process, bounded in any thread)")
-    armed = [True]
-    def expire(signum, frame):
-        if armed[0]:
-            raise TimeoutError(f"math-verify took over {MATH_SECONDS} s")
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, MATH_SECONDS, 0.05)
-    try:
-        try:
-            return math_verify_compare(reference[:MAX_ANSWER_CHARS],
-                                       prediction[-4 * MAX_ANSWER_CHARS:])
-        except Exception:  # noqa: BLE001 (past the bound, a failed parse, MemoryError: no answer)
-            return False, False, ""
-        finally:
-            armed[0] = False  # a signal from here on raises nothing
-    except TimeoutError:  # it came as the call ended, before the line above
-        return False, False, ""
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
-
-LATEX = latex_compare  # the hook math_grade calls; scale.verifier.install() puts its worker here
 
 def load_problems(path: str, task: str = "auto") -> list[dict]:
     """JSONL problems, one per line: countdown {numbers, target} or math {question, answer}."""
@@ -1042,7 +871,6 @@ class RunFolder:
     been read; an existing one is refused, unless --overwrite and it holds a run (config.json: a
     folder this file made), and the run writes as it goes: config.json, metrics.jsonl, a model per
     stage, summary.json. scale/runs.py adds checkpoints, --resume and a lock."""
-
     def open(self, args: Args, ranks) -> Args:  # before anything is loaded: the args to run
         out = Path(args.out)
         if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -1280,6 +1108,178 @@ def train_schedule(run: Context, heldout: dict) -> dict:
     ranks.log(markdown_table({row["name"]: row for row in stages}, TABLE_COLUMNS, "stage"))
     ranks.stop()
     return summary
+
+# ----------------------------------------------------------------------------- verifier details
+# How the task section's graders read model text: bounded parsing, boxed and plain answers, LATEX.
+
+class ExpressionParser:
+    """Recursive descent over tokens, at most MAX_DEPTH levels deep; never run as code."""
+    def __init__(self, tokens: list[str], plain_math: bool):
+        self.tokens, self.plain_math = tokens + [""], plain_math  # "" marks the end
+        self.literals, self.cursor = [], 0
+
+    def binary(self, operand, ops: str, depth: int):  # operand (op operand)*, left to right
+        value = operand(depth)
+        implicit = ops == "*/" and self.plain_math  # 2(3): a product without its sign
+        while (token := self.tokens[self.cursor]) and (token in ops or implicit and token == "("):
+            if token in ops:
+                self.cursor += 1
+            value = arithmetic(token if token in ops else "*", value, operand(depth))
+        return value
+
+    def term(self, depth: int):
+        return self.binary(self.signed, "*/", depth)
+
+    def signed(self, depth: int):  # plain_math: [+-]* atom [^ signed]
+        token = self.tokens[self.cursor]
+        if self.plain_math and token in ("+", "-"):
+            self.cursor += 1
+            value = self.signed(depth + 1)
+            return value if token == "+" or value is None else -value
+        value = self.atom(depth)
+        if self.plain_math and self.tokens[self.cursor] == "^":
+            self.cursor += 1
+            value = arithmetic("^", value, self.signed(depth + 1))
+        return value
+
+    def atom(self, depth: int):
+        token = self.tokens[self.cursor]
+        self.cursor = min(self.cursor + 1, len(self.tokens) - 1)
+        if depth > MAX_DEPTH:
+            raise ValueError("too deep")
+        if token == "(":
+            value = self.binary(self.term, "+-", depth + 1)
+            if self.tokens[self.cursor] != ")":
+                raise ValueError("unbalanced")
+            self.cursor += 1
+            return value
+        if not token[-1:].isdigit() or len(token) > MAX_NUMBER_CHARS or (
+                "." in token and not self.plain_math):
+            raise ValueError("expected a number")
+        self.literals.append(Fraction(token))
+        return self.literals[-1]
+
+def arithmetic(op: str, a: Fraction | None, b: Fraction | None) -> Fraction | None:
+    """a op b, exact; None where undefined, or for a power not whole or too large (MAX_BITS)."""
+    if a is None or b is None or (op == "/" and b == 0):
+        return None
+    if op != "^":
+        return ARITHMETIC[op](a, b)
+    bits = max(a.numerator.bit_length(), a.denominator.bit_length()) * abs(b.numerator)
+    return None if b.denominator != 1 or bits > MAX_BITS or (a == 0 and b < 0) else a ** b.numerator
+
+def box_at(text: str, start: int) -> tuple[str, int]:
+    """(content, end) of the \\boxed{...} at start; ("", -1) unless it closes within
+    MAX_ANSWER_CHARS."""
+    depth, end = 1, start + len("\\boxed{")
+    stop = min(len(text), end + MAX_ANSWER_CHARS)
+    while end < stop and depth:
+        depth += {"{": 1, "}": -1}.get(text[end], 0)
+        end += 1
+    return (text[start + len("\\boxed{"):end - 1].strip(), end) if depth == 0 else ("", -1)
+
+def boxed(text: str) -> str | None:  # the last \boxed{...}'s content; None if there is none
+    start = text.rfind("\\boxed{")
+    return None if start < 0 else box_at(text, start)[0]
+
+def joined_boxes(text: str) -> str:
+    """The last \\boxed{...} with the boxes that a short joiner ties to it: "\\boxed{1} and
+    \\boxed{2}", "\\boxed{1}, \\boxed{2}" (but "\\boxed{1/2} no wait \\boxed{7}" is 7)."""
+    last = text.rfind("\\boxed{")
+    text = text[max(0, last - 2 * MAX_ANSWER_CHARS):last + MAX_ANSWER_CHARS + len("\\boxed{}")]
+    boxes = [(box.start(), box_at(text, box.start())[1]) for box in re.finditer(r"\\boxed\{", text)]
+    first, end = boxes[-1]
+    for start, stop in reversed(boxes[:-1]):
+        gap = text[stop:first]
+        if stop < 0 or len(gap) > 40 or any(c.isdigit() for c in gap) or not JOINER.search(gap):
+            break
+        first = start
+    return text[first:end]
+
+@functools.lru_cache(maxsize=4096)  # a reference is read once for all its samples
+def plain_value(answer: str, decimal_comma: bool = True) -> Fraction | None:
+    """The value of an answer that is plain arithmetic as a whole: 1,234, 1 000, -.5, 3/4, 2^10,
+    and with decimal_comma 0,5 (in LaTeX, 1,2 is a list)."""
+    answer = answer.strip().rstrip(".").replace("×", "*").replace("÷", "/")
+    if decimal_comma and DECIMAL_COMMA.fullmatch(answer):
+        answer = answer.replace(",", ".")
+    parsed = parse_expression(THOUSANDS.sub("", answer), plain_math=True)
+    return parsed and parsed[0]
+
+def plain_answer(text: str) -> str | None:
+    """The last plain answer of a text: the last run of arithmetic after its last LaTeX mark and
+    its last =, standing alone (2 in AZYUK2A is none); a run that continues an expression (+ 3 in
+    2y + 3) gives the expression. A number inside a fraction, an exponent or an equation is never
+    taken alone."""
+    tail = LATEX_MARK.split(text[-MAX_EXPR_CHARS:])[-1].rsplit("=", 1)[-1]
+    runs = [run for run in PLAIN_SPAN.finditer(tail) if any(c.isdigit() for c in run[0])
+            and (tail[:run.start()][-1:] or " ") in " \n\t:("]
+    if not runs:
+        return None
+    before = tail[:runs[-1].start()].rstrip()[-1:]
+    if runs[-1][0][0] in "+-" and (before.isalnum() or before == ")"):
+        return tail.strip()
+    return runs[-1][0].strip().rstrip(".,")
+
+def exact_latex(value: Fraction) -> str:
+    sign, value = "-" * (value < 0), abs(value)
+    fraction = f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
+    return sign + (fraction if value.denominator > 1 else str(value))
+
+def math_verify_compare(reference: str, prediction: str) -> tuple[bool, bool, str]:
+    """(found, equal, key): math-verify's last LaTeX answer in prediction, whether it equals
+    reference, and its canonical form for Maj@K (0.5 and \\frac12 both 1/2), unbounded in time
+    (latex_compare bounds it). LaTeX extraction only: math-verify's plain-expression path hands text
+    to sympy's parse_expr, which is eval."""
+    import logging
+    from fractions import Fraction
+
+    import sympy
+    from math_verify import LatexExtractionConfig, parse, verify
+    logging.getLogger("math_verify").setLevel(logging.ERROR)  # "timeout disabled": callers bound it
+    latex = [LatexExtractionConfig(boxed_match_priority=0)]
+    delimited = any(mark in reference for mark in ("$", "\\boxed", "\\(", "\\["))
+    gold = parse(reference if delimited else f"${reference}$", latex, parsing_timeout=None)
+    guess = parse(prediction, latex, parsing_timeout=None)
+    if not guess:
+        return False, False, ""
+    equal = bool(gold) and verify(gold, guess, timeout_seconds=None)
+    value = guess[0]
+    if isinstance(value, (sympy.Integer, sympy.Rational, sympy.Float)) and value.is_finite:
+        value = Fraction(int(value.p), int(value.q)) if value.is_Rational else Fraction(str(value))
+    return True, bool(equal), "".join(str(value).split())
+
+def latex_compare(reference: str, prediction: str) -> tuple[bool, bool, str]:
+    """math_verify_compare within MATH_SECONDS (SIGALRM, math-verify's own timer: then every 50 ms,
+    as math-verify catches it), "not found" past it or on any error. SIGALRM reaches the main thread
+    only: elsewhere this refuses in one line rather than hang (\\boxed{10^{10^{10}}} holds a thread
+    for minutes); scale/verifier.py bounds a call in any thread, in a worker process."""
+    thread = threading.current_thread()
+    if thread is not threading.main_thread():
+        raise RuntimeError(f"LaTeX answers are read by math-verify, bounded by a timer that works "
+                           f"on the main thread only, not in {thread.name}: install scale.verifier "
+                           "(a worker process, bounded in any thread)")
+    armed = [True]
+    def expire(signum, frame):
+        if armed[0]:
+            raise TimeoutError(f"math-verify took over {MATH_SECONDS} s")
+    previous = signal.signal(signal.SIGALRM, expire)
+    signal.setitimer(signal.ITIMER_REAL, MATH_SECONDS, 0.05)
+    try:
+        try:
+            return math_verify_compare(reference[:MAX_ANSWER_CHARS],
+                                       prediction[-4 * MAX_ANSWER_CHARS:])
+        except Exception:  # noqa: BLE001 (past the bound, a failed parse, MemoryError: no answer)
+            return False, False, ""
+        finally:
+            armed[0] = False  # a signal from here on raises nothing
+    except TimeoutError:  # it came as the call ended, before the line above
+        return False, False, ""
+    finally:
+        signal.setitimer(signal.ITIMER_REAL, 0)
+        signal.signal(signal.SIGALRM, previous)
+
+LATEX = latex_compare  # the hook math_grade calls; scale.verifier.install() puts its worker here
 
 # ----------------------------------------------------------------------------- main
 
