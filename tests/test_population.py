@@ -38,3 +38,22 @@ def test_population_batching_falls_back_for_layers_it_cannot_batch(fresh_tiny):
     fallback = es_step_recording_rewards(model, tokenizer, problems, args, batched="on")
     expected = es_step_recording_rewards(model, tokenizer, problems, args)
     assert torch.equal(fallback[1], expected[1])
+
+
+@pytest.mark.parametrize("algo", ["grpo", "es"])
+def test_python_es_grpo_and_scale_train_on_one_process_end_alike(algo, tmp_path):
+    """The same flags through the reference (members one at a time) and through `python -m scale.train` on one
+    process (the population in one batch, its run folder, its bounded verifier): GRPO ends bit-identical, ES
+    within float rounding (measured: identical here), and both moved the weights."""
+    from conftest import SMALL_RUN, run_es_grpo, run_scale
+    from safetensors.torch import load_file
+    weights = {}
+    for name, runner in (("reference", run_es_grpo), ("scale", run_scale)):
+        result = runner(*SMALL_RUN, "--algo", algo, "--out", str(tmp_path / name))
+        assert result.returncode == 0, result.stderr[-2000:]
+        weights[name] = load_file(tmp_path / name / f"stage1-{algo}" / "model.safetensors")
+    base = load_file(es_grpo.TINY_MODEL / "model.safetensors")
+    a, b = weights["reference"], weights["scale"]
+    difference = max(float((a[k] - b[k]).abs().max()) for k in a)
+    assert difference == 0.0 if algo == "grpo" else difference < 1e-6
+    assert any(not torch.equal(a[k], base[k]) for k in a)

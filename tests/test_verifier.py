@@ -101,6 +101,18 @@ def test_math_reward(completion, answer, expected):
     assert math_reward(completion, answer) == expected
 
 
+def test_the_reference_and_the_worker_grade_every_math_case_alike(monkeypatch):
+    """es_grpo.py's own LATEX (math-verify under its timer) and scale/verifier.py's worker give every case of
+    this file the same reward and the same Maj@K key."""
+    graded = {}
+    for name, latex in (("es_grpo", es_grpo.latex_compare), ("worker", verifier.MATH_VERIFY.compare)):
+        monkeypatch.setattr(es_grpo, "LATEX", latex)
+        graded[name] = [es_grpo.grade({"task": "math", "answer": answer}, completion)
+                        for completion, answer, _ in MATH_CASES]
+    assert graded["es_grpo"] == graded["worker"]
+    assert [reward for reward, _ in graded["es_grpo"]] == [expected for _, _, expected in MATH_CASES]
+
+
 def test_majority_votes_on_the_parsed_answer():
     """Maj@K's key is the answer's canonical value: 0.5, \\frac12 and 1/2 vote together, 0.25 apart."""
     problem = {"task": "math", "answer": "0.5"}
