@@ -843,7 +843,8 @@ def curves_analysis(folders: list[Path], out: Path) -> dict:
 def train_run(out: Path, argv: list[str]) -> dict:
     """One es_grpo.py run in this process; returns its summary. A finished run in `out` made with the same
     settings is reused and an interrupted one resumed, so a long reproduction survives a crash, and runs made
-    with torchrun -m scale.train into the same folders count too; anything else in `out` is replaced."""
+    with torchrun -m scale.train into the same folders count too; a run with other settings in `out` is replaced
+    (a folder that holds no run is refused, never replaced)."""
     args = es_grpo.parse_args([*argv, "--out", str(out)])
     try:
         saved = json.loads((out / "config.json").read_text())

@@ -41,17 +41,21 @@ def test_population_batching_falls_back_for_layers_it_cannot_batch(fresh_tiny):
 
 
 @pytest.mark.parametrize("algo", ["grpo", "es"])
-def test_python_es_grpo_and_scale_train_on_one_process_end_alike(algo, tmp_path):
+def test_python_es_grpo_and_scale_train_on_one_process_end_alike(algo, tmp_path, monkeypatch):
     """The same flags through the reference (members one at a time) and through `python -m scale.train` on one
     process (the population in one batch, its run folder, its bounded verifier): GRPO ends bit-identical, ES
-    within float rounding (measured: identical here), and both moved the weights."""
+    within float rounding (measured: identical here), and both moved the weights; only scale.train's ES
+    decoded its population in one batch."""
     from conftest import SMALL_RUN, run_es_grpo, run_scale
     from safetensors.torch import load_file
-    weights = {}
+    from scale.population import PopulationScorer
+    weights, batched, batch = {}, [], PopulationScorer.batched
+    monkeypatch.setattr(PopulationScorer, "batched", staticmethod(lambda *a: (batched.append(1), batch(*a))[1]))
     for name, runner in (("reference", run_es_grpo), ("scale", run_scale)):
         result = runner(*SMALL_RUN, "--algo", algo, "--out", str(tmp_path / name))
         assert result.returncode == 0, result.stderr[-2000:]
         weights[name] = load_file(tmp_path / name / f"stage1-{algo}" / "model.safetensors")
+        assert len(batched) == (name == "scale" and algo == "es") * 2  # 2 updates, one batch each
     base = load_file(es_grpo.TINY_MODEL / "model.safetensors")
     a, b = weights["reference"], weights["scale"]
     difference = max(float((a[k] - b[k]).abs().max()) for k in a)
