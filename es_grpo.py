@@ -37,12 +37,13 @@ restores the paper's settings):
 from __future__ import annotations
 
 import argparse
+import ast
 import contextlib
 import copy
 import dataclasses
-import functools
 import gc
 import inspect
+import itertools
 import json
 import math
 import os
@@ -244,37 +245,58 @@ def eos_ids(model, tokenizer) -> list[int]:  # where a completion ends: chat mod
 
 # ----------------------------------------------------------------------------- task and verifier
 # Rewards as in the paper: 1.0 correct, 0.1 a final answer that is wrong, 0 no final answer. Model
-# text is matched and parsed, never run as code: Countdown and plain numbers by a parser bounded
-# in length and nesting (microseconds a call), LaTeX by math-verify, the field's answer checker
-# (TRL, open-r1), within MATH_SECONDS; how, in "verifier details" after the algorithms.
+# text is parsed, never run: arithmetic by Python's ast over a whitelist of nodes, bounded in
+# length and nesting (microseconds a call); LaTeX by math-verify, the field's answer checker (TRL,
+# open-r1), within MATH_SECONDS. scale/verifier.py reads prose answers too and bounds any thread.
 
 MAX_EXPR_CHARS, MAX_DEPTH, MAX_NUMBER_CHARS = 256, 32, 64
 MAX_BITS = 4096  # of a power's result
 MAX_ANSWER_CHARS, MATH_SECONDS = 512, 2.0  # a math answer math-verify reads, and its time per call
 EXPRESSION = re.compile(r"[\s0-9+\-*/()]*")  # countdown's alphabet
 PLAIN_MATH = re.compile(r"[\s0-9.+\-*/^()]*")  # a plain math answer's: decimals, signs, powers too
-EXPR_TOKEN = re.compile(r"[0-9]*\.?[0-9]+|[-+*/^()]")  # one pass
+LONG_NUMBER = re.compile(f"[0-9.]{{{MAX_NUMBER_CHARS + 1},}}")
+LEADING_ZEROS = re.compile(r"(?<![0-9.])0+(?=[0-9])")  # 007 is 7 (Python's ast refuses it)
 ANSWER_TAG = re.compile(r"<answer>(.*?)</answer>", re.S)
-LATEX_MARK = re.compile(r"[\\${}]")  # text after the last of these is plain
-PLAIN_SPAN = re.compile(r"[-+(.0-9][ \t0-9.,+\-*/^()×÷]*")  # a run of plain arithmetic, one line
-THOUSANDS = re.compile(r"(?<=[0-9])(?:,|\{,\}|,?\\!|\s)(?=[0-9]{3}(?![0-9]))")  # 14,916 14{,}916
-JOINER = re.compile(r"^[\s$]*$|,|;|\band\b|\\quad")  # what ties one boxed answer to the next
-DECIMAL_COMMA = re.compile(r"-?(?:0,[0-9]+|[0-9]+,(?:[0-9]{1,2}|[0-9]{4,}))")  # 0,5 1,22 not 1,234
+NUMBER = re.compile(r"-?[0-9]*\.?[0-9]+")
+OPERATORS = {ast.Add: "+", ast.Sub: "-", ast.Mult: "*", ast.Div: "/"}
+MATH_OPERATORS = OPERATORS | {ast.Pow: "^"}
 
 def parse_expression(text: str, plain_math: bool = False):
     """(value, literals) of an arithmetic expression of integers, + - * / and parentheses; None if
     malformed; value is a Fraction, or None where undefined (division by zero). plain_math: a math
     answer, which may also have decimals, signs, ^ and implicit products, 2(3)."""
-    text = text.strip()
-    alphabet = PLAIN_MATH if plain_math else EXPRESSION
-    if not text or len(text) > MAX_EXPR_CHARS or not alphabet.fullmatch(text):
+    text = text.strip()[:MAX_EXPR_CHARS + 1]
+    depth = max(itertools.accumulate({"(": 1, ")": -1}.get(c, 0) for c in text), default=0)
+    if (not text or len(text) > MAX_EXPR_CHARS or depth > MAX_DEPTH or LONG_NUMBER.search(text)
+            or not (PLAIN_MATH if plain_math else EXPRESSION).fullmatch(text)):
         return None
-    parser = ExpressionParser(EXPR_TOKEN.findall(text), plain_math)
+    source = LEADING_ZEROS.sub("", " ".join(text.replace("^", "**").split()))
+    literals, operators = [], MATH_OPERATORS if plain_math else OPERATORS
+    def value(node):  # only these nodes have a value; any other refuses the text
+        if isinstance(node, ast.Constant) and type(node.value) in (int, float)[:1 + plain_math]:
+            literals.append(Fraction(ast.get_source_segment(source, node)))  # exact: 0.1 is 1/10
+            return literals[-1]
+        if isinstance(node, ast.BinOp) and type(node.op) in operators:
+            return arithmetic(operators[type(node.op)], value(node.left), value(node.right))
+        if plain_math and isinstance(node, ast.UnaryOp) and type(node.op) in (ast.UAdd, ast.USub):
+            inner = value(node.operand)
+            return -inner if isinstance(node.op, ast.USub) and inner is not None else inner
+        if plain_math and isinstance(node, ast.Call) and len(node.args) == 1 and not node.keywords:
+            return arithmetic("*", value(node.func), value(node.args[0]))  # 2(3): a product
+        raise ValueError(f"not arithmetic: {type(node).__name__}")
     try:
-        value = parser.binary(parser.term, "+-", 0)
-    except (ValueError, ZeroDivisionError):
+        return value(ast.parse(source, mode="eval").body), literals
+    except (SyntaxError, ValueError):
         return None
-    return (value, parser.literals) if parser.tokens[parser.cursor] == "" else None
+
+def arithmetic(op: str, a: Fraction | None, b: Fraction | None) -> Fraction | None:
+    """a op b, exact; None where undefined, or for a power not whole or too large (MAX_BITS)."""
+    if a is None or b is None or (op == "/" and b == 0):
+        return None
+    if op != "^":
+        return ARITHMETIC[op](a, b)
+    bits = max(a.numerator.bit_length(), a.denominator.bit_length()) * abs(b.numerator)
+    return None if b.denominator != 1 or bits > MAX_BITS or (a == 0 and b < 0) else a ** b.numerator
 
 def countdown_answer(completion: str) -> str:
     """The last <answer>...</answer> near the end of a completion if any, else its first line."""
@@ -290,48 +312,44 @@ def countdown_reward(completion: str, numbers: list[int], target: int) -> float:
     right = sorted(literals) == sorted(numbers) and value is not None and value == target
     return 1.0 if right else 0.1
 
-def math_grade(completion: str, answer: str) -> tuple[float, str]:
-    """(reward, Maj@K key) of a math completion. Its final answer: the last \\boxed{...}
-    (math-verify reads several joined by "and" together), else the plain answer after all its
-    LaTeX, else math-verify's last LaTeX answer. Equal to the reference (a GSM8K solution's
-    "#### 1,234", a boxed solution, a MATH-style answer) by value: \\frac12 = 0.5."""
-    reference = answer.rsplit("####", 1)[-1].strip()
-    theirs = plain_value(boxed(reference) if reference.count("\\boxed{") == 1 else reference)
-    text = completion.rsplit("####", 1)[-1]
-    span = boxed(text)
-    if span == "":
-        return 0.0, ""
-    if span is not None:
-        mine = plain_value(span, decimal_comma=False)
-        if mine is not None and theirs is not None and text.count("\\boxed{") == 1:
-            return (1.0 if mine == theirs else 0.1), str(mine)
-        found, equal, key = LATEX(reference, joined_boxes(text))
-        return (1.0 if equal else 0.1), key or "".join(span.split())
-    span = plain_answer(text)
-    if span is None and LATEX_MARK.search(text[-MAX_ANSWER_CHARS:]):
-        found, equal, key = LATEX(reference, text[-MAX_ANSWER_CHARS:])
-        if found:
-            return (1.0 if equal else 0.1), key
-        if text.count("$") % 2:  # no LaTeX was read, and a $ without its pair is a dollar
-            span = plain_answer(text.replace("$", ""))
-    if span is None:
-        return 0.0, ""
-    mine, written = plain_value(span), "".join(span.split())
-    if theirs is not None:  # a number: only a plain answer of that value equals it
-        return (1.0 if mine == theirs else 0.1), written if mine is None else str(mine)
-    latex = f"${span if mine is None else exact_latex(mine)}$"
-    found, equal, key = LATEX(reference, latex)
-    return (1.0 if equal else 0.1), key or written
+def box_at(text: str, start: int) -> tuple[str, int]:
+    """(content, end) of the \\boxed{...} at start; ("", -1) unless it closes within
+    MAX_ANSWER_CHARS."""
+    depth, end = 1, start + len("\\boxed{")
+    stop = min(len(text), end + MAX_ANSWER_CHARS)
+    while end < stop and depth:
+        depth += {"{": 1, "}": -1}.get(text[end], 0)
+        end += 1
+    return (text[start + len("\\boxed{"):end - 1].strip(), end) if depth == 0 else ("", -1)
 
-def math_reward(completion: str, answer: str) -> float:
-    return math_grade(completion, answer)[0]
+def boxed(text: str) -> str | None:  # the last \boxed{...}'s content; None if there is none
+    start = text.rfind("\\boxed{")
+    return None if start < 0 else box_at(text, start)[0]
+
+def math_grade(completion: str, answer: str) -> tuple[float, str]:
+    """(reward, Maj@K key) of a math completion. Its final answer, the last \\boxed{...} or else the
+    last number, against the reference's (after a GSM8K solution's "####"): plain numbers by value,
+    the rest by math-verify (LATEX): \\frac12 = 0.5. scale/verifier.py's grader reads prose too."""
+    reference, mine = answer.rsplit("####", 1)[-1].strip(), boxed(completion)
+    bare = mine is None
+    if bare:
+        mine = next(iter(NUMBER.findall(completion[-MAX_ANSWER_CHARS:])[-1:]), "")
+    if not mine:
+        return 0.0, ""
+    ours, theirs = (parse_expression(text, plain_math=True) for text in (mine, reference))
+    if ours and theirs and ours[0] is not None:
+        return (1.0 if ours[0] == theirs[0] else 0.1), str(ours[0])
+    if bare and not ours:  # a number past the parser's bounds
+        return 0.1, mine
+    found, equal, key = LATEX(reference, f"${mine}$")
+    return (1.0 if equal else 0.1), key or "".join(mine.split())
 
 def grade(problem: dict, completion: str) -> tuple[float, str]:
     """(reward, what Maj@K votes on): the expression for Countdown, the parsed answer for math."""
     if problem["task"] == "countdown":
         reward = countdown_reward(completion, problem["numbers"], problem["target"])
         return reward, re.sub(r"\s", "", countdown_answer(completion))
-    return math_grade(completion, problem["answer"])
+    return MATH(completion, problem["answer"])
 
 def load_problems(path: str, task: str = "auto") -> list[dict]:
     """JSONL problems, one per line: countdown {numbers, target} or math {question, answer}."""
@@ -391,8 +409,8 @@ class Sampling:
     temperature: float = 0.0  # 0: greedy
     top_p: float = 1.0
     max_new_tokens: int = 12
-    seed: int = 0  # with a chunk's first row, the seed of the chunk's generator
-    batch_size: int = 2048  # most rows decoded at once: a chunk
+    seed: int = 0  # of the generator the rows of a call share
+    batch_size: int = 2048  # most rows decoded at once: scale/'s chunks (a call here decodes all)
 
 @dataclass
 class Rollout:
@@ -427,19 +445,18 @@ def sample_tokens(logits, temperature, top_p, uniform):
     return choice.clamp(max=logits.shape[-1] - 1)
 
 @torch.no_grad()
-def decode(model, tokenizer, prompts: list[str], sampling: Sampling, first_row: int,
-           total_rows: int) -> Rollout:
-    """Sample completions with a KV cache until EOS. prompts are rows first_row.. of a chunk of
-    batch_size rows of total_rows, whose rows share a generator seeded by seed and its first row:
-    a row gets the same noise whichever process decodes it, and every ES member the same noise."""
-    chunk = first_row - first_row % sampling.batch_size
-    drawn = slice(first_row - chunk, first_row - chunk + len(prompts))  # these rows' draws
-    width = min(sampling.batch_size, total_rows - chunk)
+def rollout(model, tokenizer, prompts: list[str], sampling: Sampling = Sampling(),
+            first_row: int = 0, total_rows: int | None = None) -> Rollout:
+    """Sample completions with a KV cache until EOS (greedy by default). prompts are rows first_row..
+    of total_rows, which share a generator seeded by sampling.seed: a row gets the same noise
+    whichever process decodes it, and every ES member the same noise. The signature is the contract
+    of run()'s generate hook (scale/: chunks of batch_size rows, or vLLM)."""
+    drawn = slice(first_row, first_row + len(prompts))  # these rows' draws
     device = next(model.parameters()).device
     encoded = tokenizer(prompts, padding=True, return_tensors="pt",
                         add_special_tokens=tokenizer.chat_template is None).to(device)
-    generator = torch.Generator().manual_seed(sampling.seed + chunk)
-    uniform = lambda: torch.rand(width, generator=generator)[drawn].to(device)  # (B,)
+    generator = torch.Generator().manual_seed(sampling.seed)
+    uniform = lambda: torch.rand(total_rows or drawn.stop, generator=generator)[drawn].to(device)
     stops = torch.tensor(eos_ids(model, tokenizer), device=device)
     steps = token_steps(model, encoded, sampling, uniform, stops, tokenizer.pad_token_id)
     tokens, alive, logprobs, entropy = (torch.stack(column, 1) for column in zip(*steps))  # (B, T)
@@ -471,71 +488,21 @@ def token_steps(model, encoded, sampling: Sampling, uniform: Callable, stops, pa
         mask = torch.cat([mask, torch.ones_like(mask[:, :1])], 1)  # (B, P + steps)
         positions = positions[:, -1:] + 1  # (B, 1)
 
-# --- layer: chunks. At most batch_size rows are decoded at once, and a row gets the noise of its
-# place in the whole batch: the result of decoding it unchunked, in one process or shared out
-# (tests/test_rollout.py: test_a_rank_share_of_rows_samples_as_in_the_whole_batch).
-
-def rollout(model, tokenizer, prompts: list[str], sampling: Sampling = Sampling(),
-            first_row: int = 0, total_rows: int | None = None) -> Rollout:
-    """Completions of prompts, rows first_row.. of total_rows (greedy by default). The signature is
-    the contract of run()'s generate hook, which scale/'s vLLM backend fills too."""
-    end, size = first_row + len(prompts), sampling.batch_size
-    cuts = [first_row, *range(first_row - first_row % size + size, end, size), end]
-    parts = [decode(model, tokenizer, prompts[a - first_row:b - first_row], sampling, a,
-                    total_rows or end) for a, b in zip(cuts, cuts[1:])]
-    return parts[0] if len(parts) == 1 else concat_rollouts(parts, tokenizer.pad_token_id)
-
-def concat_rollouts(parts: list[Rollout], pad_id: int) -> Rollout:
-    def cat(name, value, left):  # each part's (b, width) padded to the widest, the rows stacked
-        tensors = [getattr(p, name) for p in parts]
-        width = max(t.shape[1] for t in tensors)
-        gaps = [(width - t.shape[1], 0) if left else (0, width - t.shape[1]) for t in tensors]
-        return torch.cat([torch.nn.functional.pad(t, gap, value=value)
-                          for t, gap in zip(tensors, gaps)], 0)
-    return Rollout(sum((p.texts for p in parts), []), cat("prompt_ids", pad_id, True),
-                   cat("prompt_mask", 0, True), cat("completion_ids", pad_id, False),
-                   cat("completion_mask", 0, False), cat("logprobs", 0.0, False),
-                   cat("entropy", 0.0, False))
-
-def token_logprobs(model, roll: Rollout, temperature: float = 1.0, group: int = 1):
+def token_logprobs(model, roll: Rollout, temperature: float = 1.0, logits=None):
     """Log-prob of each completion token at temperature, and the model's entropy (temperature 1):
-    (B, T) each. group > 1: rows come in runs of `group` sharing a prompt (shared_prompt_logits)."""
-    if group > 1:
-        logits = shared_prompt_logits(model, roll, group)  # (B, T, V)
-    else:
+    (B, T) each, from logits (B, T, V) predicting each (default: one forward pass of model)."""
+    if logits is None:
         ids = torch.cat([roll.prompt_ids, roll.completion_ids], 1)  # (B, P+T)
         mask = torch.cat([roll.prompt_mask, roll.completion_mask], 1)  # (B, P+T)
         positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, P+T)
         logits = model(input_ids=ids, attention_mask=mask, position_ids=positions).logits
-        logits = logits[:, roll.prompt_ids.shape[1] - 1:-1].float()  # (B, T, V) predicting each
+        logits = logits[:, roll.prompt_ids.shape[1] - 1:-1].float()  # (B, T, V)
     logp_all = logits.log_softmax(-1)  # (B, T, V)
     entropy = -(logp_all.exp() * logp_all).sum(-1)  # (B, T)
     if temperature != 1.0:
         logp_all = (logits / temperature).log_softmax(-1)  # (B, T, V)
     chosen = logp_all.gather(-1, roll.completion_ids.unsqueeze(-1)).squeeze(-1)  # (B, T)
     return chosen, entropy
-
-# --- layer: shared prompts. A group's prompt runs once and its keys and values are repeated for
-# the group's completions: the same log-probs with fewer FLOPs, up to float rounding
-# (tests/test_rollout.py:
-# test_groups_sharing_a_prompt_give_the_same_log_probs_from_one_prompt_pass).
-
-def shared_prompt_logits(model, roll: Rollout, group: int) -> torch.Tensor:
-    """Logits (B, T, V) predicting each completion token; each group's prompt runs once."""
-    mask = torch.cat([roll.prompt_mask, roll.completion_mask], 1)  # (B, P+T)
-    positions = (mask.cumsum(-1) - 1).clamp(min=0)  # (B, P+T)
-    start = roll.prompt_ids.shape[1]
-    unwrapped = getattr(model, "module", model)  # a wrapped trainer (scale/) keeps its model here
-    cache = {cache_argument(unwrapped): DynamicCache(config=unwrapped.config)}
-    prompt = model(input_ids=roll.prompt_ids[::group], attention_mask=roll.prompt_mask[::group],
-                   position_ids=positions[::group, :start], use_cache=True, **cache)
-    next(iter(cache.values())).batch_repeat_interleave(group)  # differentiable: reaches the prompt
-    logits = [prompt.logits[:, -1:].repeat_interleave(group, 0)]  # (B, 1, V) the first token's
-    if roll.completion_ids.shape[1] > 1:
-        logits.append(model(input_ids=roll.completion_ids[:, :-1], attention_mask=mask[:, :-1],
-                            position_ids=positions[:, start:-1], use_cache=True,
-                            **cache).logits)  # (B, T-1, V)
-    return torch.cat(logits, 1).float()  # (B, T, V)
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor, count=None) -> torch.Tensor:
     return (values * mask).sum() / (mask.sum().clamp(min=1) if count is None else count)
@@ -584,14 +551,15 @@ def evaluate(run: Context, problems: list[dict], ks=PASS_KS, maj_ks=(MAJ_K,),
 
 def sample_and_grade(run: Context, rows: list[dict], progress: bool) -> list[dict]:
     """Each chunk of rollout_batch rows' rewards, Maj@K keys, entropy and token sums, in row
-    order; the chunks dealt out among processes, with the same results as one process."""
+    order; the chunks, each seeded by its first row, dealt out among processes: the same results
+    as one process."""
     size, sampling = run.args.rollout_batch, run.args.sampling("eval", run.args.seed)
     prompts = [prompt_text(p, run.tokenizer) for p in rows]
     scored = []  # what is kept of each chunk this process decodes
     for start in tqdm(run.ranks.share(range(0, len(prompts), size)), desc="eval", leave=False,
                       disable=not (progress and run.ranks.is_main)):
-        roll = run.generate(run.model, run.tokenizer, prompts[start:start + size], sampling,
-                            first_row=start, total_rows=len(prompts))
+        roll = run.generate(run.model, run.tokenizer, prompts[start:start + size],
+                            dataclasses.replace(sampling, seed=sampling.seed + start))
         rewards, keys = zip(*(grade(p, t) for p, t in zip(rows[start:start + size], roll.texts)))
         scored.append({"first_row": start, "rewards": list(rewards), "keys": list(keys),
                        "entropy_sum": float(roll.entropy.sum()), "tokens": roll.tokens})
@@ -630,88 +598,37 @@ def grpo_loss(logp, old_logp, ref_logp, advantages, mask, clip: float, beta: flo
 class GRPOState:  # what GRPO keeps between steps
     optimizer: torch.optim.Optimizer  # AdamW
     reference: torch.nn.Module | None  # the frozen starting model of the KL term; None if beta = 0
-    trainer: torch.nn.Module | None = None  # what is backpropagated through (None: the model)
-
-@dataclass
-class GRPOBatch:  # this process's scored groups, and what the loss holds fixed in them
-    roll: Rollout
-    advantages: torch.Tensor  # (B,)
-    old_logp: torch.Tensor | None  # (B, T) of the sampling policy; None with one epoch: ratio 1
-    ref_logp: torch.Tensor | None  # (B, T) of the reference; None without a KL term
-    pieces: list[slice]  # micro-batches of whole groups
-    tokens: torch.Tensor  # () completion tokens of the step per process, the loss's divisor
+    trainer: torch.nn.Module | None = None  # what scale/ backpropagates through (None: the model)
 
 def grpo_step(run: Context, state: GRPOState, problems: list[dict], seed: int) -> dict:
     """Sample a group of grpo_group completions per prompt, score them, and take grpo_epochs AdamW
-    steps on grpo_loss with the group advantages. At scale each process samples a contiguous share
-    of the groups (with the noise those rows get in the whole batch); gradients are averaged."""
-    args, G, tokenizer = run.args, run.args.grpo_group, run.tokenizer
-    mine = run.ranks.block(len(problems))  # this process's groups
-    group = [p for p in problems[mine.start:mine.stop] for _ in range(G)]
-    first, total = mine.start * G, len(problems) * G
+    steps on grpo_loss with the group advantages. run()'s grpo_step hook: scale/grpo.py adds
+    micro-batches, a prompt's keys and values shared by its group, and processes."""
+    args, G, model = run.args, run.args.grpo_group, run.model
+    group = [p for p in problems for _ in range(G)]
     with torch.no_grad():
-        roll = run.generate(run.model, tokenizer, [prompt_text(p, tokenizer) for p in group],
-                            args.sampling("grpo", seed), first_row=first, total_rows=total)
+        roll = run.generate(model, run.tokenizer, [prompt_text(p, run.tokenizer) for p in group],
+                            args.sampling("grpo", seed))
         rewards = score(group, roll.texts)  # (B,)
-        advantages = group_advantages(rewards, G, args.grpo_scale_std)  # (B,)
-        batch = fixed_terms(run, state, roll, advantages.to(roll.completion_ids.device))
-    trainer = state.trainer or run.model
-    trainer.train()
+        advantages = group_advantages(rewards, G, args.grpo_scale_std).to(model.device)  # (B,)
+        old_logp, ref_logp = (token_logprobs(net, roll, args.grpo_temperature)[0] if use else None
+                              for net, use in ((model, args.grpo_epochs > 1),
+                                               (state.reference, args.grpo_beta)))  # (B, T)
+    model.train()
     for _ in range(args.grpo_epochs):
+        logp, entropy = token_logprobs(model, roll, args.grpo_temperature)  # (B, T) each
+        loss, stats = grpo_loss(logp, logp.detach() if old_logp is None else old_logp,
+                                logp.detach() if ref_logp is None else ref_logp, advantages,
+                                roll.completion_mask, args.grpo_clip, args.grpo_beta)
         state.optimizer.zero_grad(set_to_none=True)
-        sums = grpo_backward(run, trainer, batch)
+        loss.backward()
         state.optimizer.step()
-    trainer.eval()
-    run.ranks.after_optimizer_step(run.model, trainer)
-    return grpo_statistics(run, rewards, sums, first, total, roll.tokens)
-
-# --- layer: micro-batches. The loss's fixed terms and its gradient are computed --grpo-microbatch
-# rows (whole groups) at a time, the gradients summed: the step of the whole batch, up to rounding
-# (tests/test_grpo.py: test_microbatched_grpo_step_accumulates_the_same_gradient).
-
-def fixed_terms(run: Context, state: GRPOState, roll: Rollout, advantages) -> GRPOBatch:
-    args, G, rows = run.args, run.args.grpo_group, len(roll.texts)
-    size = max(1, args.grpo_microbatch // G) * G if args.grpo_microbatch else rows
-    pieces = [slice(start, start + size) for start in range(0, rows, size)]
-    def logprobs(net):  # (B, T)
-        return torch.cat([token_logprobs(net, roll.rows(s), args.grpo_temperature, G)[0]
-                          for s in pieces])
-    old_logp = logprobs(run.model) if args.grpo_epochs > 1 else None
-    ref_logp = logprobs(state.reference) if args.grpo_beta else None
-    tokens = run.ranks.sum(roll.completion_mask.sum()).clamp(min=1) / run.ranks.world_size  # ()
-    return GRPOBatch(roll, advantages, old_logp, ref_logp, pieces, tokens)
-
-def grpo_backward(run: Context, trainer, batch: GRPOBatch) -> dict:
-    """Gradients of grpo_loss into trainer, micro-batch by micro-batch; the statistics' sums."""
-    args, roll = run.args, batch.roll
-    sums = dict.fromkeys(("loss", "kl", "clip_frac", "entropy_sum"), 0.0)
-    for s in batch.pieces:
-        with run.ranks.accumulating(trainer, last=s == batch.pieces[-1]):
-            logp, entropy = token_logprobs(trainer, roll.rows(s), args.grpo_temperature,
-                                           args.grpo_group)  # (b, T) each
-            old = logp.detach() if batch.old_logp is None else batch.old_logp[s]  # (b, T)
-            ref = logp.detach() if batch.ref_logp is None else batch.ref_logp[s]  # (b, T)
-            loss, parts = grpo_loss(logp, old, ref, batch.advantages[s], roll.completion_mask[s],
-                                    args.grpo_clip, args.grpo_beta, batch.tokens)
-            loss.backward()
-        parts.update(loss=loss.item(),
-                     entropy_sum=float((entropy.detach() * roll.completion_mask[s]).sum()))
-        sums = {name: sums[name] + parts[name] for name in sums}
-    return sums
-
-def grpo_statistics(run: Context, rewards, sums: dict, first: int, total: int, tokens: int):
-    """The step's metrics over every process; rewards (B,) are this process's rows first.. of
-    total."""
-    everyone = torch.zeros(total)  # (all rows,) the other processes' rows summed in
-    everyone[first:first + len(rewards)] = rewards
-    totals = run.ranks.sum({"rewards": everyone, **sums, "tokens": tokens})
-    grouped = totals["rewards"].view(-1, run.args.grpo_group)  # (all prompts, G)
-    mean = {key: float(totals[key] / run.ranks.world_size) for key in ("loss", "kl", "clip_frac")}
-    zero_std = float((grouped.amax(1) == grouped.amin(1)).float().mean())  # groups without signal
-    return {"reward": float(totals["rewards"].mean()), "reward_std": float(totals["rewards"].std()),
-            "loss": mean["loss"], "entropy": totals["entropy_sum"] / max(totals["tokens"], 1),
-            "kl": mean["kl"], "clip_frac": mean["clip_frac"], "zero_std_frac": zero_std,
-            "sequences": total, "tokens": int(totals["tokens"])}
+    model.eval()
+    grouped = rewards.view(-1, G)  # (prompts, G)
+    return {"reward": float(rewards.mean()), "reward_std": float(rewards.std()),
+            "loss": loss.item(), "entropy": float(masked_mean(entropy.detach(), roll.completion_mask)),
+            **stats, "zero_std_frac": float((grouped.amax(1) == grouped.amin(1)).float().mean()),
+            "sequences": len(group), "tokens": roll.tokens}
 
 # ----------------------------------------------------------------------------- ES
 
@@ -788,7 +705,7 @@ def es_step(run: Context, state: ESState, problems: list[dict], seed: int) -> di
     exchanged, and eps regenerated from seeds."""
     args = run.args
     seeds = member_seeds(args, seed)
-    scores, drawn = (run.score_members or score_members)(run, state, problems, seeds, seed)
+    scores, drawn = run.score_members(run, state, problems, seeds, seed)
     rewards = scores["reward"].float()  # (N,) each member's mean reward
     if args.es_null:  # the control: every member is credited with another's reward
         rewards = rewards[torch.randperm(len(seeds), generator=torch.Generator().manual_seed(seed))]
@@ -805,17 +722,17 @@ def es_step(run: Context, state: ESState, problems: list[dict], seed: int) -> di
 
 def score_members(run: Context, state: ESState, problems: list[dict], seeds: list[int],
                   seed: int) -> tuple[dict, dict]:
-    """Every member's reward, tokens and entropy sum, (N,), and problems solved, (N, P), summed over
-    the processes (each scores a share); and the eps drawn that es_update may reuse, by (seed,
-    tensor index): here none, each member set in the weights in turn (run()'s score_members hook:
-    scale/population.py decodes the population in one batch)."""
+    """Every member's reward, tokens and entropy sum, (N,), and problems solved, (N, P); and the
+    eps drawn that es_update may reuse, by (seed, tensor index): here none, each member set in the
+    weights in turn. run()'s score_members hook: scale/population.py decodes the population in one
+    batch, and shares the members out among processes."""
     scores = new_scores(len(seeds), len(problems))
     prompts = [prompt_text(p, run.tokenizer) for p in problems]
-    for member in run.ranks.share(range(len(seeds))):
-        set_weights(state.members, state.master, seeds[member], run.args.es_sigma)
+    for member, member_seed in enumerate(seeds):
+        set_weights(state.members, state.master, member_seed, run.args.es_sigma)
         roll = run.generate(run.model, run.tokenizer, prompts, run.args.sampling("es", seed))
         score_member(scores, member, problems, roll)
-    return run.ranks.sum(scores), {}  # every process has every member's scores now
+    return scores, {}
 
 def new_scores(members: int, prompts: int) -> dict[str, torch.Tensor]:
     scores = {name: torch.zeros(members, dtype=torch.float64)
@@ -908,11 +825,13 @@ class Context:
     args: Args
     model: torch.nn.Module
     tokenizer: object
-    generate: Callable = rollout  # rollout, or a function with its signature (scale/: vLLM)
-    ranks: OneProcess = ONE_PROCESS
+    # run()'s hooks: each one's default is this file's form; scale/ fills them
+    generate: Callable = rollout  # or a function with its signature (scale/: chunks, vLLM)
+    ranks: OneProcess = ONE_PROCESS  # how work splits over processes (scale/distributed.py)
     es_weights: Callable | None = None  # model -> where ES sets members (scale/: an engine's)
-    score_members: Callable | None = None  # as score_members (scale/: the population in one batch)
-    folder: RunFolder = field(default_factory=RunFolder)  # where the run's files go
+    score_members: Callable = score_members  # scale/population.py: the population in one batch
+    grpo_step: Callable = grpo_step  # scale/grpo.py: micro-batches, shared prompts, processes
+    folder: RunFolder = field(default_factory=RunFolder)  # run files (scale/runs.py: --resume)
     train: list[dict] = field(default_factory=list)
     evaluation: list[dict] = field(default_factory=list)  # evaluated after each stage
 
@@ -944,7 +863,7 @@ def grpo_learner(run: Context, start: dict | None) -> Learner:
     if start:
         ranks.load_grpo_state(trainer, optimizer, reference, start)
     state = GRPOState(optimizer, reference, trainer)
-    return Learner(args.grpo_prompts, lambda problems, seed: grpo_step(run, state, problems, seed),
+    return Learner(args.grpo_prompts, lambda problems, seed: run.grpo_step(run, state, problems, seed),
                    lambda: ranks.grpo_state(trainer, optimizer, reference),
                    list(run.model.parameters()))
 
@@ -1048,16 +967,10 @@ def markdown_table(rows: dict[str, dict], columns: list[str], label: str = "mode
 
 # ----------------------------------------------------------------------------- run
 
-def run(args: Args, generate=rollout, ranks: OneProcess = ONE_PROCESS, es_weights=None,
-        score_members=None, folder: RunFolder | None = None) -> dict:
-    """Evaluate the base model, train each stage of the schedule, evaluate and save after each. The
-    hooks (scale/ fills them): generate, rollout or any function with its signature (vLLM); ranks,
-    the split over processes; es_weights, where ES sets its members (an engine's weights);
-    score_members, how ES scores its population (the members in one batch); folder, the run folder
-    (checkpoints and --resume)."""
-    folder = folder or RunFolder()
-    hooks = dict(generate=generate, ranks=ranks, es_weights=es_weights,
-                 score_members=score_members, folder=folder)
+def run(args: Args, **hooks) -> dict:
+    """Evaluate the base model, train each stage of the schedule, evaluate and save after each.
+    hooks: Context's hooks by name (scale/ fills them; see Context)."""
+    folder = hooks.setdefault("folder", RunFolder())
     try:
         context, heldout = prepare(args, hooks)
         return train_schedule(context, heldout)
@@ -1066,7 +979,7 @@ def run(args: Args, generate=rollout, ranks: OneProcess = ONE_PROCESS, es_weight
 
 def prepare(args: Args, hooks: dict) -> tuple[Context, dict]:
     """(context, held-out sets): every input read and checked, then the run folder made."""
-    ranks, folder = hooks["ranks"], hooks["folder"]
+    ranks, folder = hooks.get("ranks", ONE_PROCESS), hooks["folder"]
     device = ranks.start("cuda" if args.device == "auto" and torch.cuda.is_available() else
                          "cpu" if args.device == "auto" else args.device)
     args = folder.open(args, ranks)
@@ -1109,122 +1022,7 @@ def train_schedule(run: Context, heldout: dict) -> dict:
     ranks.stop()
     return summary
 
-# ----------------------------------------------------------------------------- verifier details
-# How the task section's graders read model text: bounded parsing, boxed and plain answers, LATEX.
-
-class ExpressionParser:
-    """Recursive descent over tokens, at most MAX_DEPTH levels deep; never run as code."""
-    def __init__(self, tokens: list[str], plain_math: bool):
-        self.tokens, self.plain_math = tokens + [""], plain_math  # "" marks the end
-        self.literals, self.cursor = [], 0
-
-    def binary(self, operand, ops: str, depth: int):  # operand (op operand)*, left to right
-        value = operand(depth)
-        implicit = ops == "*/" and self.plain_math  # 2(3): a product without its sign
-        while (token := self.tokens[self.cursor]) and (token in ops or implicit and token == "("):
-            if token in ops:
-                self.cursor += 1
-            value = arithmetic(token if token in ops else "*", value, operand(depth))
-        return value
-
-    def term(self, depth: int):
-        return self.binary(self.signed, "*/", depth)
-
-    def signed(self, depth: int):  # plain_math: [+-]* atom [^ signed]
-        token = self.tokens[self.cursor]
-        if self.plain_math and token in ("+", "-"):
-            self.cursor += 1
-            value = self.signed(depth + 1)
-            return value if token == "+" or value is None else -value
-        value = self.atom(depth)
-        if self.plain_math and self.tokens[self.cursor] == "^":
-            self.cursor += 1
-            value = arithmetic("^", value, self.signed(depth + 1))
-        return value
-
-    def atom(self, depth: int):
-        token = self.tokens[self.cursor]
-        self.cursor = min(self.cursor + 1, len(self.tokens) - 1)
-        if depth > MAX_DEPTH:
-            raise ValueError("too deep")
-        if token == "(":
-            value = self.binary(self.term, "+-", depth + 1)
-            if self.tokens[self.cursor] != ")":
-                raise ValueError("unbalanced")
-            self.cursor += 1
-            return value
-        if not token[-1:].isdigit() or len(token) > MAX_NUMBER_CHARS or (
-                "." in token and not self.plain_math):
-            raise ValueError("expected a number")
-        self.literals.append(Fraction(token))
-        return self.literals[-1]
-
-def arithmetic(op: str, a: Fraction | None, b: Fraction | None) -> Fraction | None:
-    """a op b, exact; None where undefined, or for a power not whole or too large (MAX_BITS)."""
-    if a is None or b is None or (op == "/" and b == 0):
-        return None
-    if op != "^":
-        return ARITHMETIC[op](a, b)
-    bits = max(a.numerator.bit_length(), a.denominator.bit_length()) * abs(b.numerator)
-    return None if b.denominator != 1 or bits > MAX_BITS or (a == 0 and b < 0) else a ** b.numerator
-
-def box_at(text: str, start: int) -> tuple[str, int]:
-    """(content, end) of the \\boxed{...} at start; ("", -1) unless it closes within
-    MAX_ANSWER_CHARS."""
-    depth, end = 1, start + len("\\boxed{")
-    stop = min(len(text), end + MAX_ANSWER_CHARS)
-    while end < stop and depth:
-        depth += {"{": 1, "}": -1}.get(text[end], 0)
-        end += 1
-    return (text[start + len("\\boxed{"):end - 1].strip(), end) if depth == 0 else ("", -1)
-
-def boxed(text: str) -> str | None:  # the last \boxed{...}'s content; None if there is none
-    start = text.rfind("\\boxed{")
-    return None if start < 0 else box_at(text, start)[0]
-
-def joined_boxes(text: str) -> str:
-    """The last \\boxed{...} with the boxes that a short joiner ties to it: "\\boxed{1} and
-    \\boxed{2}", "\\boxed{1}, \\boxed{2}" (but "\\boxed{1/2} no wait \\boxed{7}" is 7)."""
-    last = text.rfind("\\boxed{")
-    text = text[max(0, last - 2 * MAX_ANSWER_CHARS):last + MAX_ANSWER_CHARS + len("\\boxed{}")]
-    boxes = [(box.start(), box_at(text, box.start())[1]) for box in re.finditer(r"\\boxed\{", text)]
-    first, end = boxes[-1]
-    for start, stop in reversed(boxes[:-1]):
-        gap = text[stop:first]
-        if stop < 0 or len(gap) > 40 or any(c.isdigit() for c in gap) or not JOINER.search(gap):
-            break
-        first = start
-    return text[first:end]
-
-@functools.lru_cache(maxsize=4096)  # a reference is read once for all its samples
-def plain_value(answer: str, decimal_comma: bool = True) -> Fraction | None:
-    """The value of an answer that is plain arithmetic as a whole: 1,234, 1 000, -.5, 3/4, 2^10,
-    and with decimal_comma 0,5 (in LaTeX, 1,2 is a list)."""
-    answer = answer.strip().rstrip(".").replace("×", "*").replace("÷", "/")
-    if decimal_comma and DECIMAL_COMMA.fullmatch(answer):
-        answer = answer.replace(",", ".")
-    parsed = parse_expression(THOUSANDS.sub("", answer), plain_math=True)
-    return parsed and parsed[0]
-
-def plain_answer(text: str) -> str | None:
-    """The last plain answer of a text: the last run of arithmetic after its last LaTeX mark and
-    its last =, standing alone (2 in AZYUK2A is none); a run that continues an expression (+ 3 in
-    2y + 3) gives the expression. A number inside a fraction, an exponent or an equation is never
-    taken alone."""
-    tail = LATEX_MARK.split(text[-MAX_EXPR_CHARS:])[-1].rsplit("=", 1)[-1]
-    runs = [run for run in PLAIN_SPAN.finditer(tail) if any(c.isdigit() for c in run[0])
-            and (tail[:run.start()][-1:] or " ") in " \n\t:("]
-    if not runs:
-        return None
-    before = tail[:runs[-1].start()].rstrip()[-1:]
-    if runs[-1][0][0] in "+-" and (before.isalnum() or before == ")"):
-        return tail.strip()
-    return runs[-1][0].strip().rstrip(".,")
-
-def exact_latex(value: Fraction) -> str:
-    sign, value = "-" * (value < 0), abs(value)
-    fraction = f"\\frac{{{value.numerator}}}{{{value.denominator}}}"
-    return sign + (fraction if value.denominator > 1 else str(value))
+# ----------------------------------------------------------------------------- math-verify, bounded
 
 def math_verify_compare(reference: str, prediction: str) -> tuple[bool, bool, str]:
     """(found, equal, key): math-verify's last LaTeX answer in prediction, whether it equals
@@ -1280,6 +1078,7 @@ def latex_compare(reference: str, prediction: str) -> tuple[bool, bool, str]:
         signal.signal(signal.SIGALRM, previous)
 
 LATEX = latex_compare  # the hook math_grade calls; scale.verifier.install() puts its worker here
+MATH = math_grade  # the hook grade calls; scale.verifier.install() puts its prose reader here
 
 # ----------------------------------------------------------------------------- main
 

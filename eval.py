@@ -37,6 +37,8 @@ import torch
 import es_grpo
 from es_grpo import Args, Context, Sampling, evaluate, evaluation_sets, load_model, log, markdown_table, rollout, score
 from scale import verifier
+from scale.chunks import chunked_rollout
+from scale.grpo import grpo_step
 from scale.population import PopulationScorer
 from scale.runs import ResumableFolder
 
@@ -855,10 +857,11 @@ def train_run(out: Path, argv: list[str]) -> dict:
     if same and (out / "summary.json").exists():
         log(f"reproduce: {out} is done with these settings: reused")
         return json.loads((out / "summary.json").read_text())
-    fast = PopulationScorer("auto")  # the ES population in one batch where it fits: scale.train's default
+    fast = dict(generate=chunked_rollout, grpo_step=grpo_step,  # scale.train's layers on one process;
+                score_members=PopulationScorer("auto"))  # the ES population in one batch where it fits
     if same and (out / "checkpoint.pt").exists():
-        return es_grpo.run(args, score_members=fast, folder=ResumableFolder(resume=str(out)))
-    return es_grpo.run(dataclasses.replace(args, overwrite=True), score_members=fast, folder=ResumableFolder())
+        return es_grpo.run(args, **fast, folder=ResumableFolder(resume=str(out)))
+    return es_grpo.run(dataclasses.replace(args, overwrite=True), **fast, folder=ResumableFolder())
 
 
 def final(summary: dict) -> dict:
@@ -2076,8 +2079,8 @@ def plain_reference(gold: str) -> str:
 
 
 def cmd_verifier(argv):
-    """es_grpo's math reward on math-verify's own test cases: references as datasets give them, predictions
-    as completions. A case counts as agreeing when reward 1.0 matches its expected outcome."""
+    """scale/verifier.py's math reward (scale.train's and eval.py's) on math-verify's own test cases:
+    references as datasets give them, predictions as completions. A case counts as agreeing when reward 1.0 matches its expected outcome."""
     parser = argparse.ArgumentParser(prog="eval.py verifier", description=cmd_verifier.__doc__)
     parser.add_argument("tests", help="the tests/ folder of a Math-Verify checkout")
     tests = Path(parser.parse_args(argv).tests)
@@ -2091,7 +2094,7 @@ def cmd_verifier(argv):
             why = f"other settings {settings}" if settings else "its gold is a worked solution, not an answer"
             results["left out"].append(f"{row['where']}: {why}")
             continue
-        reward = es_grpo.math_reward(row["pred"], plain_reference(row["gold"]))
+        reward = verifier.math_reward(row["pred"], plain_reference(row["gold"]))
         kind = "agree" if (reward == 1.0) == bool(row["expected"]) else "disagree"
         results[kind].append(f"{row['where']}: expected {row['expected']}, reward {reward}, "
                              f"gold {row['gold'][:60]!r}, pred {row['pred'][-60:]!r}")

@@ -17,7 +17,8 @@ from collections.abc import Callable
 
 import torch
 
-from es_grpo import Context, ESState, new_scores, noise, prompt_text, rollout, score_member, score_members
+from es_grpo import Context, ESState, new_scores, noise, prompt_text, rollout, score_member, set_weights
+from scale.chunks import chunked_rollout
 
 MODES = ("auto", "on", "off")
 
@@ -25,8 +26,9 @@ MODES = ("auto", "on", "off")
 class PopulationScorer:
     """es_grpo.run's score_members hook, with es_grpo.score_members's contract: (run, state, problems,
     seeds, seed) -> (scores, drawn), every member's reward, tokens and entropy sum (N,) and problems
-    solved (N, P), summed over the processes; drawn: the eps it generated, by (seed, tensor index), which
-    es_update reuses. mode: on, off (one at a time: es_grpo.score_members) or auto (members_together)."""
+    solved (N, P), summed over the processes, each of which scores a share of the members; drawn: the eps
+    it generated, by (seed, tensor index), which es_update reuses. mode: on, off (one at a time, as
+    es_grpo.score_members) or auto (members_together)."""
 
     def __init__(self, mode: str = "auto"):
         self.mode = mode
@@ -36,11 +38,11 @@ class PopulationScorer:
         mine = run.ranks.share(range(len(seeds)))
         together = members_together(run, state, len(problems), len(mine), self.mode)
         if not together:
-            return score_members(run, state, problems, seeds, seed)
+            return one_at_a_time(run, state, problems, seeds, seed)
         try:
             return self.batched(run, state, problems, seeds, seed, together)
         except NotImplementedError:  # a layer it cannot batch: one member at a time instead
-            return score_members(run, state, problems, seeds, seed)
+            return one_at_a_time(run, state, problems, seeds, seed)
 
     @staticmethod
     def batched(run: Context, state: ESState, problems: list[dict], seeds: list[int], seed: int,
@@ -57,12 +59,23 @@ class PopulationScorer:
         return run.ranks.sum(scores), drawn  # every process has every member's scores now
 
 
+def one_at_a_time(run: Context, state: ESState, problems: list[dict], seeds: list[int],
+                  seed: int) -> tuple[dict, dict]:
+    """es_grpo.score_members on this process's share of the members, the scores summed over processes."""
+    scores, prompts = new_scores(len(seeds), len(problems)), [prompt_text(p, run.tokenizer) for p in problems]
+    for member in run.ranks.share(range(len(seeds))):
+        set_weights(state.members, state.master, seeds[member], run.args.es_sigma)
+        roll = run.generate(run.model, run.tokenizer, prompts, run.args.sampling("es", seed))
+        score_member(scores, member, problems, roll)
+    return run.ranks.sum(scores), {}  # every process has every member's scores now
+
+
 def members_together(run: Context, state: ESState, prompts: int, mine: int, mode: str) -> int:
     """How many members one batched decoding scores; 0: one at a time, set in the weights. mode on:
     always; off: never; auto: greedy, the HF rollout, and the stacked weights and eps within 1 GiB
     or half the free GPU."""
     args, together = run.args, max(1, run.args.rollout_batch // prompts)
-    if run.generate is not rollout or mode == "off":
+    if run.generate not in (rollout, chunked_rollout) or mode == "off":
         return 0
     if mode == "on":
         return together

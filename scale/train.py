@@ -27,7 +27,9 @@ from transformers import AutoTokenizer
 
 import es_grpo
 from scale import memory, verifier
+from scale.chunks import chunked_rollout
 from scale.distributed import Torchrun
+from scale.grpo import grpo_step
 from scale.population import MODES, PopulationScorer
 from scale.runs import ResumableFolder
 from es_grpo import dataclass_parser, flag
@@ -159,7 +161,7 @@ def main(argv=None, launcher=Torchrun):
         if bad:
             parser.error(message)
     verifier.install()  # math answers bounded in any thread and on every rank: a worker process
-    generate = es_grpo.rollout
+    generate = chunked_rollout
     if scale.rollout == "vllm":
         generate = VLLMRollout.launch(vllm_engine(parser, config, scale, world))
     in_engine_es = scale.rollout == "vllm" and config["algo"] == "es"  # the model is then only saved
@@ -167,7 +169,8 @@ def main(argv=None, launcher=Torchrun):
                      engine=generate if scale.rollout == "vllm" else None, model_device="cpu" if in_engine_es else None)
     es_weights = generate.es_weights if scale.rollout == "vllm" else None  # ES's members: the engine's weights
     folder = ResumableFolder(scale.resume, scale.save_every)
-    return es_grpo.run(args, generate, ranks, es_weights, PopulationScorer(scale.es_batched), folder)
+    return es_grpo.run(args, generate=generate, ranks=ranks, es_weights=es_weights,
+                       score_members=PopulationScorer(scale.es_batched), grpo_step=grpo_step, folder=folder)
 
 
 if __name__ == "__main__":

@@ -111,7 +111,7 @@ def es_step_recording_rewards(model, tokenizer, problems, args, seed=1, batched=
     es_grpo.zscore = lambda r: (rewards.append(r.clone()), plain_zscore(r))[1]
     es_grpo.score = lambda p, t: (texts.extend(t), plain_score(p, t))[1]
     try:
-        scorer = None if batched is None else PopulationScorer(batched)
+        scorer = es_grpo.score_members if batched is None else PopulationScorer(batched)
         run = es_grpo.Context(args, model, tokenizer, score_members=scorer)
         stats = es_grpo.es_step(run, es_grpo.ESState(params, master), problems, seed=seed)
     finally:

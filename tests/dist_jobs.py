@@ -31,6 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import es_grpo  # noqa: E402
 from scale.distributed import Torchrun  # noqa: E402
+from scale.grpo import grpo_step  # noqa: E402
+from scale.population import PopulationScorer  # noqa: E402
 from conftest import FakeEngine  # noqa: E402
 from scale.train import main  # noqa: E402
 from scale.vllm_rollout import EngineSettings, VLLMRollout  # noqa: E402
@@ -83,7 +85,8 @@ def engine_run(argv: list[str], at: str):
 
     backend = VLLMRollout(make_engine, SimpleNamespace, close_engine)
     ranks = Torchrun(timeout_s=600, engine=backend if at == "start" else None)  # the engine's timeout decides
-    es_grpo.run(es_grpo.parse_args(argv), backend, ranks, backend.es_weights)
+    es_grpo.run(es_grpo.parse_args(argv), generate=backend, ranks=ranks, es_weights=backend.es_weights,
+                score_members=PopulationScorer(), grpo_step=grpo_step)
     say(f"{len(created)} engine created")
 
 

@@ -55,22 +55,27 @@ def test_grpo_step_moves_weights_and_reports(fresh_tiny):
 
 
 def test_microbatched_grpo_step_accumulates_the_same_gradient(tiny):
+    """scale/grpo.py's step, whole and in micro-batches of 8 rows (each group's prompt run once), takes
+    es_grpo.grpo_step's step (one forward pass of every row) up to float rounding, with its statistics."""
     import copy
+    from scale.grpo import grpo_step
     model, tokenizer = tiny
     problems = es_grpo.generate_problems("countdown", 4, seed=3)
     results = []
-    for microbatch in (0, 8):
+    for step_of, microbatch in ((es_grpo.grpo_step, 0), (grpo_step, 0), (grpo_step, 8)):
         policy = copy.deepcopy(model)
         optimizer = torch.optim.SGD(policy.parameters(), lr=1.0)  # the step is the gradient itself
         args = es_grpo.Args(grpo_prompts=4, grpo_group=4, grpo_microbatch=microbatch)
         run = Context(args, policy, tokenizer)
-        stats = es_grpo.grpo_step(run, GRPOState(optimizer, copy.deepcopy(model)), problems, seed=0)
+        stats = step_of(run, GRPOState(optimizer, copy.deepcopy(model)), problems, seed=0)
         results.append((stats, [p.detach() - q.detach() for p, q in zip(policy.parameters(), model.parameters())]))
-    (whole, step), (pieces, step_in_pieces) = results
-    assert max(float((a - b).abs().max()) for a, b in zip(step, step_in_pieces)) < 1e-6
+    (whole, step), *layered = results
     assert max(float(a.abs().max()) for a in step) > 1e-3
-    for key in ("loss", "kl", "clip_frac", "entropy"):
-        assert pieces[key] == pytest.approx(whole[key], rel=1e-5, abs=1e-7)
+    for stats, layered_step in layered:
+        assert max(float((a - b).abs().max()) for a, b in zip(step, layered_step)) < 1e-6
+        assert stats.keys() == whole.keys() and stats["reward"] == whole["reward"]
+        for key in ("loss", "kl", "clip_frac", "entropy"):
+            assert stats[key] == pytest.approx(whole[key], rel=1e-5, abs=1e-7)
 
 
 def test_a_grpo_step_raises_the_log_probability_of_better_completions_and_lowers_the_worse(tiny, monkeypatch):
@@ -96,7 +101,7 @@ def test_a_grpo_step_raises_the_log_probability_of_better_completions_and_lowers
         roll = recorded[0]
         advantages = es_grpo.group_advantages(sign * score(group, roll.texts), 8)  # (B,)
         with torch.no_grad():
-            before, after = (es_grpo.token_logprobs(net, roll, 1.0, 8)[0] for net in (reference, model))  # (B, T)
+            before, after = (es_grpo.token_logprobs(net, roll, 1.0)[0] for net in (reference, model))  # (B, T)
         gain = ((after - before) * roll.completion_mask).sum(1)  # (B,)
         assert (advantages > 0).sum() >= 3 and (advantages < 0).sum() >= 3, "no reward spread: other problems"
         assert gain[advantages > 0].mean() > 0 > gain[advantages < 0].mean() and float(advantages @ gain) > 0

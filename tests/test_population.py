@@ -1,5 +1,6 @@
 """scale/population.py: the ES population decoded in one batch, against es_grpo.py's members one at a time."""
 import dataclasses
+import json
 
 import pytest
 import torch
@@ -43,9 +44,9 @@ def test_population_batching_falls_back_for_layers_it_cannot_batch(fresh_tiny):
 @pytest.mark.parametrize("algo", ["grpo", "es"])
 def test_python_es_grpo_and_scale_train_on_one_process_end_alike(algo, tmp_path, monkeypatch):
     """The same flags through the reference (members one at a time) and through `python -m scale.train` on one
-    process (the population in one batch, its run folder, its bounded verifier): GRPO ends bit-identical, ES
-    within float rounding (measured: identical here), and both moved the weights; only scale.train's ES
-    decoded its population in one batch."""
+    process (chunks, the population in one batch, GRPO's shared prompts, its run folder, its bounded
+    verifier): every update's rewards are equal, the weights within float rounding as AdamW enlarges it (GRPO,
+    measured: 2.1e-6 at most, where a gradient sits near 0) or identical (ES, measured), and both moved the weights; only scale.train's ES decoded its population in one batch."""
     from conftest import SMALL_RUN, run_es_grpo, run_scale
     from safetensors.torch import load_file
     from scale.population import PopulationScorer
@@ -59,5 +60,11 @@ def test_python_es_grpo_and_scale_train_on_one_process_end_alike(algo, tmp_path,
     base = load_file(es_grpo.TINY_MODEL / "model.safetensors")
     a, b = weights["reference"], weights["scale"]
     difference = max(float((a[k] - b[k]).abs().max()) for k in a)
-    assert difference == 0.0 if algo == "grpo" else difference < 1e-6
+    apart = sum(int(((a[k] - b[k]).abs() > 1e-7).sum()) for k in a) / sum(v.numel() for v in a.values())
+    print(f"{algo}: the reference and scale.train's weights differ by {difference:.1e} at most, {apart:.1e} of "
+          "them by over 1e-7")
+    assert difference < 1e-5 and apart < 1e-3  # AdamW enlarges rounding where a gradient is near 0
+    rewards = [[line["reward"] for line in map(json.loads, (tmp_path / name / "metrics.jsonl").open())]
+               for name in weights]
+    assert rewards[0] == rewards[1]
     assert any(not torch.equal(a[k], base[k]) for k in a)

@@ -33,23 +33,31 @@ def test_rollout_is_seeded_and_greedy_is_batch_independent(tiny):
 
 
 def test_a_rank_share_of_rows_samples_as_in_the_whole_batch(tiny):
+    """A share of the rows gets the noise of its rows in the whole batch: in es_grpo.rollout (one generator
+    over the call's rows), and in scale's chunks of batch_size rows (one per chunk), which decode a batch of
+    one chunk as es_grpo.rollout does."""
+    from scale.chunks import chunked_rollout
     model, tokenizer = tiny
     prompts = [es_grpo.prompt_text(p, tokenizer) for p in es_grpo.generate_problems("countdown", 10, seed=5)]
-    sampling = Sampling(temperature=1.0, seed=4, batch_size=4)
-    whole = rollout(model, tokenizer, prompts, sampling)
-    for first, last in ((0, 3), (3, 10), (5, 6)):  # shares inside one chunk and across chunk boundaries
-        share = rollout(model, tokenizer, prompts[first:last], sampling, first_row=first, total_rows=len(prompts))
-        assert share.texts == whole.texts[first:last]
+    for decode, size in ((rollout, 4), (chunked_rollout, 4), (chunked_rollout, 16)):
+        sampling = Sampling(temperature=1.0, seed=4, batch_size=size)
+        whole = decode(model, tokenizer, prompts, sampling)
+        for first, last in ((0, 3), (3, 10), (5, 6)):  # shares inside one chunk and across chunk boundaries
+            share = decode(model, tokenizer, prompts[first:last], sampling, first_row=first, total_rows=len(prompts))
+            assert share.texts == whole.texts[first:last]
+    assert chunked_rollout(model, tokenizer, prompts, sampling).texts == whole.texts  # one chunk: the same
+    assert chunked_rollout(model, tokenizer, prompts, Sampling(1.0, seed=4, batch_size=4)).texts != whole.texts
 
 
 @pytest.mark.parametrize("max_new_tokens", [1, 12])
 def test_groups_sharing_a_prompt_give_the_same_log_probs_from_one_prompt_pass(tiny, max_new_tokens):
+    from scale.grpo import group_logprobs
     model, tokenizer = tiny
     problems = [p for p in es_grpo.generate_problems("countdown", 3, seed=6) for _ in range(4)]
     roll = rollout(model, tokenizer, [es_grpo.prompt_text(p, tokenizer) for p in problems],
                    Sampling(temperature=1.0, max_new_tokens=max_new_tokens, seed=2))
     with torch.no_grad():
-        (plain, plain_entropy), (shared, shared_entropy) = (es_grpo.token_logprobs(model, roll, 1.0, g) for g in (1, 4))
+        (plain, plain_entropy), (shared, shared_entropy) = (group_logprobs(model, roll, 1.0, g) for g in (1, 4))
     mask = roll.completion_mask.bool()
     apart = float((plain - shared)[mask].abs().max())
     print(f"shared prompt pass, {max_new_tokens} tokens: log-probs differ by {apart:.1e}")

@@ -385,7 +385,7 @@ def test_population_batched_es_matches_member_by_member_on_the_gpu():
     problems = es_grpo.generate_problems("countdown", 32, seed=8)
     args = es_grpo.Args(es_population=8, es_prompts=32, es_sigma=2e-2)
     masters = []
-    for scorer in (None, PopulationScorer("on")):
+    for scorer in (es_grpo.score_members, PopulationScorer("on")):
         net = copy.deepcopy(model).eval()
         params = list(net.parameters())
         masters.append(es_grpo.master_weights(params))

@@ -9,7 +9,8 @@ import pytest
 import es_grpo
 from scale import verifier
 from conftest import GSM8K
-from es_grpo import countdown_reward, math_reward, parse_expression, plain_value
+from es_grpo import countdown_reward, parse_expression
+from scale.verifier import math_reward, plain_value
 
 
 @pytest.mark.parametrize("completion, numbers, target, expected", [
@@ -98,25 +99,66 @@ MATH_CASES = [
 
 @pytest.mark.parametrize("completion, answer, expected", MATH_CASES)
 def test_math_reward(completion, answer, expected):
+    """scale/verifier.py's grader, which scale.train and eval.py install: answers as chat models write them."""
+    assert math_reward(completion, answer) == expected
+
+
+REFERENCE_CASES = [  # es_grpo.math_grade: the last \boxed{}, else the last number; by value, else math-verify
+    ("so the answer is \\boxed{42}.", "Natalia sold ... #### 42", 1.0, "42"),
+    ("\\boxed{\\frac{1}{2}} no wait \\boxed{7}", "7", 1.0, "7"),
+    ("3 + 4 = 7.0", "7", 1.0, "7"),
+    ("-5 degrees", "#### -5", 1.0, "-5"),
+    ("the answer is 41", "#### 42", 0.1, "41"),
+    ("48 + 24 = 72 clips... wait, 48 + 48 = 96", "72", 0.1, "96"),
+    ("\\boxed{forty-two}", "42", 0.1, "f*o*r*t*y-o*t*w"),  # math-verify: letters are symbols
+    ("\\boxed{ }", "42", 0.0, ""),
+    ("I do not know", "42", 0.0, ""),
+    ("", "42", 0.0, ""),
+    ("\\boxed{0.75}", "\\frac34", 1.0, "3/4"),
+    ("\\boxed{\\dfrac{3}{4}}", "0.75", 1.0, "3/4"),
+    ("\\boxed{\\frac{3}{2}}", "\\frac{1}{2}", 0.1, "3/2"),
+    ("\\boxed{2^{10}}", "1024", 1.0, "2**10"),  # math-verify's key keeps a power
+    ("\\boxed{x = 5}", "5", 1.0, "Eq(x,5)"),
+    ("\\boxed{12345678901}", "12345678902", 0.1, "12345678901"),
+    ("0123", "0123", 1.0, "123"),  # the tiny model's sort answers: by value
+]
+
+
+@pytest.mark.parametrize("completion, answer, expected, key", REFERENCE_CASES)
+def test_the_reference_grader_reads_the_final_answer_by_value(completion, answer, expected, key):
+    assert es_grpo.math_grade(completion, answer) == (expected, key)
+
+
+@pytest.mark.parametrize("completion, answer, expected, key", REFERENCE_CASES)
+def test_the_full_grader_agrees_where_the_reference_reads_an_answer(completion, answer, expected, key):
+    """Where a completion ends in a boxed answer or a bare number, scale's grader rewards as the reference."""
     assert math_reward(completion, answer) == expected
 
 
 def test_the_reference_and_the_worker_grade_every_math_case_alike(monkeypatch):
     """es_grpo.py's own LATEX (math-verify under its timer) and scale/verifier.py's worker give every case of
-    this file the same reward and the same Maj@K key."""
+    this file the same reward and the same Maj@K key, under either grader."""
     graded = {}
     for name, latex in (("es_grpo", es_grpo.latex_compare), ("worker", verifier.MATH_VERIFY.compare)):
         monkeypatch.setattr(es_grpo, "LATEX", latex)
-        graded[name] = [es_grpo.grade({"task": "math", "answer": answer}, completion)
-                        for completion, answer, _ in MATH_CASES]
+        graded[name] = [grader(completion, answer) for grader in (es_grpo.math_grade, verifier.math_grade)
+                        for completion, answer, *_ in MATH_CASES + REFERENCE_CASES]
     assert graded["es_grpo"] == graded["worker"]
-    assert [reward for reward, _ in graded["es_grpo"]] == [expected for _, _, expected in MATH_CASES]
+
+
+def test_install_puts_the_worker_and_the_full_grader_behind_es_grpos_hooks(monkeypatch):
+    monkeypatch.setattr(es_grpo, "LATEX", es_grpo.latex_compare)
+    monkeypatch.setattr(es_grpo, "MATH", es_grpo.math_grade)
+    problem = {"task": "math", "answer": "12000023"}
+    prose = "The final answer is 12,000,023. I hope it is correct."
+    assert es_grpo.grade(problem, prose)[0] == 0.1  # the reference reads the last number, 023
+    verifier.install()
+    assert es_grpo.LATEX == verifier.MATH_VERIFY.compare and es_grpo.grade(problem, prose)[0] == 1.0
 
 
 def test_majority_votes_on_the_parsed_answer():
     """Maj@K's key is the answer's canonical value: 0.5, \\frac12 and 1/2 vote together, 0.25 apart."""
-    problem = {"task": "math", "answer": "0.5"}
-    keys = [es_grpo.grade(problem, text)[1] for text in
+    keys = [verifier.math_grade(text, "0.5")[1] for text in
             ("\\boxed{\\frac12}", "\\boxed{0.5}", "so it is 1/2.", "$\\dfrac{1}{2}$", "\\boxed{0.25}")]
     assert len(set(keys[:4])) == 1 and keys[4] != keys[0]
 
@@ -246,7 +288,7 @@ def test_off_the_main_thread_es_grpo_refuses_and_the_worker_is_bounded(monkeypat
 
     def in_thread():
         try:
-            said.append(math_reward(HOSTILE_MATH["tower"], "1"))
+            said.append(es_grpo.math_grade(HOSTILE_MATH["tower"], "1"))
         except RuntimeError as refusal:
             said.append(str(refusal))
     thread = threading.Thread(target=in_thread, name="scorer-1")
