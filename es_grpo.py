@@ -13,11 +13,12 @@ GRPO->ES schedule.
     torchrun --nproc_per_node=8 -m scale.train ...   # many GPUs: these functions, through hooks
 
 Sections follow the paper: config, model, task and verifier, rollout, Pass@K, GRPO, ES,
-schedule, run; the verifier's parsing details come last. A "layer" after an idea makes it faster
-and names the test showing the same result. scale/ adds the ES population in one batch
-(population.py), run folders with checkpoints and --resume (runs.py), math answers bounded in any
-thread (verifier.py), many processes (distributed.py) and vLLM (vllm_rollout.py) through run()'s
-hooks and LATEX; `python -m scale.train` runs them all. This file imports nothing from it.
+schedule, run; math-verify's time bound last. This is the simplest honest form of each; scale/
+fills run()'s hooks (Context) with what long, fast or many-GPU runs need, each shown by a test to
+give the same result: chunks (chunks.py), the ES population in one batch (population.py), GRPO's
+micro-batches and shared prompts (grpo.py), checkpoints and --resume (runs.py), prose math answers
+bounded in any thread (verifier.py), processes (distributed.py), vLLM (vllm_rollout.py);
+`python -m scale.train` runs them all. This file imports nothing from scale/.
 
 Deliberate departures from the paper (the tiny default preset unless marked; --preset paper
 restores the paper's settings):
@@ -38,7 +39,6 @@ from __future__ import annotations
 
 import argparse
 import ast
-import contextlib
 import copy
 import dataclasses
 import gc
@@ -447,7 +447,7 @@ def sample_tokens(logits, temperature, top_p, uniform):
 @torch.no_grad()
 def rollout(model, tokenizer, prompts: list[str], sampling: Sampling = Sampling(),
             first_row: int = 0, total_rows: int | None = None) -> Rollout:
-    """Sample completions with a KV cache until EOS (greedy by default). prompts are rows first_row..
+    """Sample completions with a KV cache until EOS (greedy by default). prompts: rows first_row..
     of total_rows, which share a generator seeded by sampling.seed: a row gets the same noise
     whichever process decodes it, and every ES member the same noise. The signature is the contract
     of run()'s generate hook (scale/: chunks of batch_size rows, or vLLM)."""
@@ -626,7 +626,8 @@ def grpo_step(run: Context, state: GRPOState, problems: list[dict], seed: int) -
     model.eval()
     grouped = rewards.view(-1, G)  # (prompts, G)
     return {"reward": float(rewards.mean()), "reward_std": float(rewards.std()),
-            "loss": loss.item(), "entropy": float(masked_mean(entropy.detach(), roll.completion_mask)),
+            "loss": loss.item(),
+            "entropy": float(masked_mean(entropy.detach(), roll.completion_mask)),
             **stats, "zero_std_frac": float((grouped.amax(1) == grouped.amin(1)).float().mean()),
             "sequences": len(group), "tokens": roll.tokens}
 
@@ -752,34 +753,20 @@ def stages_of(algo: str, steps: int) -> list[tuple[str, int]]:  # claim 3: the b
     return [(name, steps // len(names) + (i < steps % len(names))) for i, name in enumerate(names)]
 
 class OneProcess:
-    """run()'s `ranks` hook: how the steps split work over processes; here one, each method a
-    no-op. scale/distributed.py fills them in for torchrun: process groups, parallel GRPO
-    trainers, weight checks, sharded state."""
-    rank, world_size, is_main, config = 0, 1, True, {}  # config: launcher settings, for --resume
+    """run()'s `ranks` hook: how work splits over processes; here one, each method a no-op.
+    scale/distributed.py fills them for torchrun: process groups, parallel GRPO trainers, checks
+    that every process holds the same weights."""
+    rank, world_size, is_main = 0, 1, True
 
     def start(self, device: str) -> str: return device  # join the others; this process's device
     def stop(self): pass
     def barrier(self): pass
     def log(self, text: str): log(text)  # said once, not once per process
     def share(self, items) -> list: return list(items)[self.rank::self.world_size]  # dealt in turn
-    def block(self, count: int) -> range:  # this process's contiguous share of count items
-        return range(count * self.rank // self.world_size,
-                     count * (self.rank + 1) // self.world_size)
     def sum(self, values): return values  # a tensor, number or dict of them, summed over processes
     def gather(self, item) -> list: return [item]  # every process's item, in rank order
     def grpo_trainer(self, model, reference): return model  # what GRPO backpropagates through
-    def accumulating(self, trainer, last: bool): return contextlib.nullcontext()  # a backward
-    def after_optimizer_step(self, model, trainer): pass  # a sharded trainer's weights into model
     def after_update(self, params: list, stage: str, update: int, last: bool): pass  # all agree?
-    def grpo_state(self, trainer, optimizer, reference) -> dict:  # what a checkpoint keeps of GRPO
-        return {"optimizer": optimizer.state_dict(),
-                "reference": reference and reference.state_dict()}
-    def load_grpo_state(self, trainer, optimizer, reference, state: dict):
-        if any(isinstance(key, str) for key in state["optimizer"]["state"]):
-            raise BadInput("--resume: GRPO state keyed by name: resume it with -m scale.train")
-        optimizer.load_state_dict(state["optimizer"])
-        if reference is not None:
-            reference.load_state_dict(state["reference"])
 
 ONE_PROCESS = OneProcess()
 
@@ -799,25 +786,20 @@ class RunFolder:
                                "only a run folder")
         return args
 
-    def config(self, args: Args, ranks) -> dict:  # the launcher's settings too, for --resume
-        return dataclasses.asdict(args) | ({"scale": ranks.config} if ranks.config else {})
-
     def create(self, args: Args, ranks):  # every input read: the folder, with config.json
         out = Path(args.out)
         if ranks.is_main:
             shutil.rmtree(out, ignore_errors=True)
             out.mkdir(parents=True)
-            (out / "config.json").write_text(json.dumps(self.config(args, ranks), indent=2))
+            (out / "config.json").write_text(json.dumps(dataclasses.asdict(args), indent=2))
         ranks.barrier()
 
-    def restore(self, run, schedule: list) -> tuple[list, int, dict | None]:
-        return [], 0, None  # the stages' results so far, the stage to start, its saved state
-    def after_update(self, run, stage: int, update: int, last: bool, state: Callable, stages: list):
-        pass  # state(): the stage's state after `update` (scale/runs.py saves it)
-    def after_stage(self, run, stage: int, stages: list):
-        pass
-    def close(self):
-        pass
+    def restore(self, run, schedule: list) -> tuple[list, int]:
+        return [], 0  # the results so far, the stage to start
+    def resume_stage(self, run, stage: Stage): pass  # a stage starts at its first update
+    def after_update(self, run, stage: Stage, results: list): pass
+    def after_stage(self, run, index: int, results: list): pass
+    def close(self): pass
 
 @dataclass
 class Context:
@@ -834,74 +816,67 @@ class Context:
     folder: RunFolder = field(default_factory=RunFolder)  # run files (scale/runs.py: --resume)
     train: list[dict] = field(default_factory=list)
     evaluation: list[dict] = field(default_factory=list)  # evaluated after each stage
+    heldout: dict = field(default_factory=dict)  # task family -> problems (forgetting)
 
 @dataclass
-class Learner:  # one algorithm, as train_stage drives it
-    prompts: int  # problems per update
-    step: Callable  # (problems, seed) -> the update's statistics
-    state: Callable  # () -> what a checkpoint keeps of the stage
-    checked: list  # tensors that must stay finite and agree across processes
+class Stage:
+    """A stage of the schedule and all it keeps between updates (scale/runs.py saves it)."""
+    index: int  # in the schedule
+    name: str  # es or grpo
+    updates: int
+    offset: int  # updates of the stages before it
+    state: ESState | GRPOState
+    rng: random.Random  # draws each update's problems
+    done: int = 0  # updates taken
+    totals: dict = field(default_factory=lambda: dict(sequences=0, tokens=0, seconds=0.0))
 
-def es_learner(run: Context, start: dict | None) -> Learner:
-    """ES keeps its fp32 master weights between updates. An engine's members (es_weights) leave the
-    model in host memory until the stage ends; the master is then what moves."""
-    params = list(run.model.parameters())
-    members = run.es_weights(run.model) if run.es_weights else params
-    state = ESState(members, start["master"] if start else master_weights(params))
-    def checkpoint():  # the model takes the master's values before it is saved
-        set_weights(params, state.master)
-        return {"master": state.master}
-    return Learner(run.args.es_prompts, lambda problems, seed: es_step(run, state, problems, seed),
-                   checkpoint, params if members is params else state.master)
+def new_stage(run: Context, schedule: list, index: int) -> Stage:
+    """ES keeps its fp32 master weights (its members: the model's weights, or es_weights, an
+    engine's); GRPO keeps AdamW's state and the frozen starting model of the KL term."""
+    (name, updates), params, args = schedule[index], list(run.model.parameters()), run.args
+    if name == "es":
+        state = ESState(run.es_weights(run.model) if run.es_weights else params,
+                        master_weights(params))
+    else:
+        frozen = copy.deepcopy(run.model).eval().requires_grad_(False) if args.grpo_beta else None
+        trainer = run.ranks.grpo_trainer(run.model, frozen)
+        optimizer = torch.optim.AdamW(trainer.parameters(), lr=args.grpo_lr, weight_decay=0.0)
+        state = GRPOState(optimizer, frozen, trainer)
+    offset = sum(updates for _, updates in schedule[:index])
+    rng = random.Random(f"{args.seed}-{name}-{offset}")
+    return Stage(index, name, updates, offset, state, rng)
 
-def grpo_learner(run: Context, start: dict | None) -> Learner:
-    """GRPO keeps AdamW's state and the frozen starting model of the KL term between steps."""
-    args, ranks = run.args, run.ranks
-    reference = copy.deepcopy(run.model).eval().requires_grad_(False) if args.grpo_beta else None
-    trainer = ranks.grpo_trainer(run.model, reference)
-    optimizer = torch.optim.AdamW(trainer.parameters(), lr=args.grpo_lr, weight_decay=0.0)
-    if start:
-        ranks.load_grpo_state(trainer, optimizer, reference, start)
-    state = GRPOState(optimizer, reference, trainer)
-    return Learner(args.grpo_prompts, lambda problems, seed: run.grpo_step(run, state, problems, seed),
-                   lambda: ranks.grpo_state(trainer, optimizer, reference),
-                   list(run.model.parameters()))
-
-def train_stage(run: Context, name: str, updates: int, offset: int, metrics, start: dict | None,
-                save: Callable) -> dict:
-    """Run one stage (es or grpo) for `updates` updates, from `start` (a state the run folder saved)
-    if given; append a metrics line per update and offer save(update, last, state) the stage's state
-    after each. Returns the stage's cost: sequences, tokens, seconds."""
-    home = next(run.model.parameters()).device
-    learner = (es_learner if name == "es" else grpo_learner)(run, start)
-    rng = random.Random(f"{run.args.seed}-{name}-{offset}")
-    totals, first = {"sequences": 0, "tokens": 0, "seconds": 0.0}, 0
-    if start:
-        rng.setstate(start["rng"])
-        totals, first = start["totals"], start["update"]
-    for update in tqdm(range(first, updates), desc=name, initial=first, total=updates, leave=False,
-                       disable=not run.ranks.is_main):
-        tick, number = time.time(), offset + update + 1
-        problems = rng.sample(run.train, min(learner.prompts, len(run.train)))
-        stats = learner.step(problems, run.args.seed * 1_000_003 + number - 1)
+def train_stage(run: Context, stage: Stage, metrics, results: list) -> dict:
+    """The stage's updates from where the run folder left it, each with a metrics line and a
+    progress line, the folder shown the stage and the results so far; returns the stage's cost."""
+    run.folder.resume_stage(run, stage)
+    args, es, params = run.args, stage.name == "es", list(run.model.parameters())
+    home, step = params[0].device, es_step if es else run.grpo_step
+    checked = stage.state.master if es and run.es_weights else params  # finite, alike everywhere
+    for update in tqdm(range(stage.done, stage.updates), desc=stage.name, initial=stage.done,
+                       total=stage.updates, leave=False, disable=not run.ranks.is_main):
+        tick, number = time.time(), stage.offset + update + 1
+        count = min(len(run.train), args.es_prompts if es else args.grpo_prompts)
+        stats = step(run, stage.state, stage.rng.sample(run.train, count),
+                     args.seed * 1_000_003 + number - 1)
         if not (math.isfinite(stats.get("loss", 0.0))
-                and all(torch.isfinite(p).all() for p in learner.checked)):
-            raise SystemExit(f"update {number} ({name}): non-finite loss or weights; stopped")
-        run.ranks.after_update(learner.checked, stage=name, update=number,
-                               last=update + 1 == updates)
-        seconds = time.time() - tick
-        totals = {"sequences": totals["sequences"] + stats["sequences"],
-                  "tokens": totals["tokens"] + stats["tokens"],
-                  "seconds": totals["seconds"] + seconds}
-        line = {"update": number, "stage": name, **stats, "seconds": round(seconds, 3),
+                and all(torch.isfinite(p).all() for p in checked)):
+            raise SystemExit(f"update {number} ({stage.name}): non-finite loss or weights; stopped")
+        run.ranks.after_update(checked, stage=stage.name, update=number,
+                               last=update + 1 == stage.updates)
+        seconds, totals = time.time() - tick, stage.totals
+        stage.done, stage.totals = update + 1, {
+            "sequences": totals["sequences"] + stats["sequences"],
+            "tokens": totals["tokens"] + stats["tokens"], "seconds": totals["seconds"] + seconds}
+        line = {"update": number, "stage": stage.name, **stats, "seconds": round(seconds, 3),
                 "seq_per_s": round(stats["sequences"] / seconds, 1),
-                "sequences": totals["sequences"], "tokens": totals["tokens"]}
-        record(run, metrics, line, f"{update + 1}/{updates}")
-        save(update + 1, update + 1 == updates, lambda done=update + 1, totals=totals: {
-            "update": done, "totals": totals, "rng": rng.getstate(), **learner.state()})
-    learner.state()  # the model takes the stage's weights (ES: its master's)
+                "sequences": stage.totals["sequences"], "tokens": stage.totals["tokens"]}
+        record(run, metrics, line, f"{stage.done}/{stage.updates}")
+        run.folder.after_update(run, stage, results)
+    if es:  # the model takes the master's values (an engine's members leave it as it was)
+        set_weights(params, stage.state.master)
     run.model.to(home)
-    return totals
+    return stage.totals
 
 def record(run: Context, metrics, line: dict, progress: str):
     """An update's metrics line (with a trajectory point every eval_every updates: eval.py plots the
@@ -938,14 +913,14 @@ def evaluation_sets(args: Args, tokenizer):
                if task != trained and (tokenizer.chat_template is not None or trained != "math")}
     return train, evaluation[:args.eval_problems], heldout
 
-def measure(run: Context, name: str, heldout: dict, cost: dict) -> dict:
+def measure(run: Context, name: str, cost: dict) -> dict:
     """A stage's row of results: Pass@K and the rest on the evaluation set and on each held-out
     family."""
     result = evaluate(run, run.evaluation) | {f"heldout_{task}": evaluate(run, problems)
-                                              for task, problems in heldout.items()}
+                                              for task, problems in run.heldout.items()}
     k = max(k for k in PASS_KS if k <= run.args.eval_samples)
-    scores = [result[f"heldout_{task}"][f"pass@{k}"] for task in heldout]
-    result[f"heldout_pass@{k}"] = float(np.mean(scores)) if heldout else None
+    scores = [result[f"heldout_{task}"][f"pass@{k}"] for task in run.heldout]
+    result[f"heldout_pass@{k}"] = float(np.mean(scores)) if scores else None
     return {"name": name, **result, **cost}
 
 def strict_json(value, **options) -> str:  # not a number (vLLM's entropy: NaN): null
@@ -972,13 +947,12 @@ def run(args: Args, **hooks) -> dict:
     hooks: Context's hooks by name (scale/ fills them; see Context)."""
     folder = hooks.setdefault("folder", RunFolder())
     try:
-        context, heldout = prepare(args, hooks)
-        return train_schedule(context, heldout)
+        return train_schedule(prepare(args, hooks))
     finally:
         folder.close()  # a lock it holds is released however the run ends
 
-def prepare(args: Args, hooks: dict) -> tuple[Context, dict]:
-    """(context, held-out sets): every input read and checked, then the run folder made."""
+def prepare(args: Args, hooks: dict) -> Context:
+    """Every input read and checked, then the run folder made."""
     ranks, folder = hooks.get("ranks", ONE_PROCESS), hooks["folder"]
     device = ranks.start("cuda" if args.device == "auto" and torch.cuda.is_available() else
                          "cpu" if args.device == "auto" else args.device)
@@ -991,34 +965,30 @@ def prepare(args: Args, hooks: dict) -> tuple[Context, dict]:
     ranks.log(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, "
               f"{len(train)} training / {len(evaluation)} eval problems, held out: "
               f"{', '.join(heldout) or 'none'}; algo {args.algo}, {args.steps} updates")
-    context = Context(args, model, tokenizer, **hooks, train=train, evaluation=evaluation)
-    return context, heldout
+    return Context(args, model, tokenizer, **hooks, train=train, evaluation=evaluation,
+                   heldout=heldout)
 
-def train_schedule(run: Context, heldout: dict) -> dict:
+def train_schedule(run: Context) -> dict:
     """The schedule's stages in turn (from where the run folder left off); the run's summary."""
     args, ranks, out = run.args, run.ranks, Path(run.args.out)
     schedule = stages_of(args.algo, args.steps)
-    stages, first, start = run.folder.restore(run, schedule)
-    stages = stages or [measure(run, "base", heldout, dict(sequences=0, tokens=0, seconds=0.0))]
+    results, first = run.folder.restore(run, schedule)
+    results = results or [measure(run, "base", dict(sequences=0, tokens=0, seconds=0.0))]
     with open(out / "metrics.jsonl" if ranks.is_main else os.devnull, "a") as metrics:
-        for index, (name, updates) in enumerate(schedule[first:], first):
-            def save(update, last, state, index=index):
-                run.folder.after_update(run, index, update, last, state, stages)
-            offset = sum(u for _, u in schedule[:index])
-            cost = train_stage(run, name, updates, offset, metrics,
-                               start if index == first else None, save)
+        for index, (name, _) in enumerate(schedule[first:], first):
+            cost = train_stage(run, new_stage(run, schedule, index), metrics, results)
             gc.collect()  # free what the stage built now: a wrapped trainer can sit in cycles
             if ranks.is_main:
                 run.model.save_pretrained(out / f"stage{index + 1}-{name}")
                 run.tokenizer.save_pretrained(out / f"stage{index + 1}-{name}")
-            stages.append(measure(run, name, heldout, cost))
-            run.folder.after_stage(run, index, stages)
-            ranks.log(f"{name}: pass@1 {stages[-1]['pass@1']:.3f}, {cost['seconds']:.0f}s")
+            results.append(measure(run, name, cost))
+            run.folder.after_stage(run, index, results)
+            ranks.log(f"{name}: pass@1 {results[-1]['pass@1']:.3f}, {cost['seconds']:.0f}s")
     summary = {"algo": args.algo, "seed": args.seed, "world_size": ranks.world_size,
-               "stages": stages}
+               "stages": results}
     if ranks.is_main:
         (out / "summary.json").write_text(strict_json(summary, indent=2))
-    ranks.log(markdown_table({row["name"]: row for row in stages}, TABLE_COLUMNS, "stage"))
+    ranks.log(markdown_table({row["name"]: row for row in results}, TABLE_COLUMNS, "stage"))
     ranks.stop()
     return summary
 

@@ -2080,7 +2080,8 @@ def plain_reference(gold: str) -> str:
 
 def cmd_verifier(argv):
     """scale/verifier.py's math reward (scale.train's and eval.py's) on math-verify's own test cases:
-    references as datasets give them, predictions as completions. A case counts as agreeing when reward 1.0 matches its expected outcome."""
+    references as datasets give them, predictions as completions. A case counts as agreeing when reward 1.0
+    matches its expected outcome."""
     parser = argparse.ArgumentParser(prog="eval.py verifier", description=cmd_verifier.__doc__)
     parser.add_argument("tests", help="the tests/ folder of a Math-Verify checkout")
     tests = Path(parser.parse_args(argv).tests)

@@ -415,8 +415,8 @@ def vllm_child(kind: str, size: str, repeats: int):
         params = list(model.parameters())
         state = es_grpo.ESState(generate.es_weights(model) if kind.startswith("vllm") else params,
                                 es_grpo.master_weights(params))
-        context = es_grpo.Context(args, model, tokenizer, generate,
-                                  score_members=es_grpo.score_members if kind.startswith("vllm") else PopulationScorer("auto"))
+        scorer = es_grpo.score_members if kind.startswith("vllm") else PopulationScorer("auto")
+        context = es_grpo.Context(args, model, tokenizer, generate, score_members=scorer)
         counter = iter(range(10**6))
 
         def run():

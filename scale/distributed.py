@@ -8,7 +8,6 @@ es_grpo.OneProcess does, except that checkpoints keep GRPO's state keyed by para
 """
 from __future__ import annotations
 
-import contextlib
 import copy
 import gc
 import os
@@ -117,41 +116,41 @@ class Torchrun(es_grpo.OneProcess):
                  f"and AdamW states")
         return trainer
 
-    def accumulating(self, trainer, last: bool):
-        """DDP averages gradients after the last micro-batch only; FSDP reduces every piece's gradients to
-        shards at once (holding them whole would undo the sharding)."""
-        if isinstance(trainer, DistributedDataParallel) and not last:
-            return trainer.no_sync()
-        return contextlib.nullcontext()
-
-    @torch.no_grad()
-    def after_optimizer_step(self, model, trainer):
-        """After an FSDP step every rank copies the trained shards, made whole, into the model rollouts use."""
-        if isinstance(trainer, FSDPModule):
-            for whole, part in zip(model.parameters(), trainer.parameters()):
-                whole.copy_(part.full_tensor())
-
     def after_update(self, params: list, stage: str, update: int, last: bool):
         """Every --check-every updates (counted over the run) and at the end of each stage."""
         if last or (self.check_every and update % self.check_every == 0):
             check_same_weights(params, f"update {update} ({stage})", self.world_size)
 
-    def grpo_state(self, trainer, optimizer, reference) -> dict:
-        """Whole tensors keyed by parameter name, gathered by every rank (a collective under FSDP): a run
-        resumes on any number of ranks, sharded or not."""
-        return {"optimizer": get_optimizer_state_dict(trainer, optimizer, options=WHOLE_STATE),
-                "reference": None if reference is None else get_model_state_dict(reference, options=WHOLE_STATE)}
 
-    def load_grpo_state(self, trainer, optimizer, reference, state: dict):
-        if not any(isinstance(key, str) for key in state["optimizer"]["state"]):  # written by es_grpo.py
-            if isinstance(trainer, FSDPModule):
-                raise es_grpo.BadInput("--resume: a one-process GRPO checkpoint cannot be resumed sharded; "
-                                       "leave out --grpo-fsdp")
-            return super().load_grpo_state(trainer, optimizer, reference, state)
-        whole = StateDictOptions(full_state_dict=True)  # every rank read the checkpoint; FSDP keeps its shards
-        set_optimizer_state_dict(trainer, optimizer, state["optimizer"], options=whole)
+def grpo_state(ranks, state: es_grpo.GRPOState) -> dict:
+    """What a checkpoint keeps of GRPO: AdamW's state and the reference model. Under torchrun (scale.train, on
+    one process or many): whole tensors keyed by parameter name, gathered by every rank (a collective under
+    FSDP), so a run resumes on any number of ranks, sharded or not; elsewhere (eval.py's runs) keyed by index."""
+    if not isinstance(ranks, Torchrun):
+        return {"optimizer": state.optimizer.state_dict(),
+                "reference": state.reference and state.reference.state_dict()}
+    return {"optimizer": get_optimizer_state_dict(state.trainer, state.optimizer, options=WHOLE_STATE),
+            "reference": None if state.reference is None else get_model_state_dict(state.reference,
+                                                                                   options=WHOLE_STATE)}
+
+
+def load_grpo_state(ranks, state: es_grpo.GRPOState, saved: dict):
+    """grpo_state's contents back into the stage's AdamW and reference, from either kind of checkpoint."""
+    trainer, optimizer, reference = state.trainer, state.optimizer, state.reference
+    if not any(isinstance(key, str) for key in saved["optimizer"]["state"]):  # keyed by index
+        if isinstance(trainer, FSDPModule):
+            raise es_grpo.BadInput("--resume: a one-process GRPO checkpoint cannot be resumed sharded; "
+                                   "leave out --grpo-fsdp")
+        optimizer.load_state_dict(saved["optimizer"])
         if reference is not None:
-            set_model_state_dict(reference, state["reference"], options=whole)
+            reference.load_state_dict(saved["reference"])
+        return
+    if not isinstance(ranks, Torchrun):
+        raise es_grpo.BadInput("--resume: GRPO state keyed by name: resume it with -m scale.train")
+    whole = StateDictOptions(full_state_dict=True)  # every rank read the checkpoint; FSDP keeps its shards
+    set_optimizer_state_dict(trainer, optimizer, saved["optimizer"], options=whole)
+    if reference is not None:
+        set_model_state_dict(reference, saved["reference"], options=whole)
 
 
 def shard(model):

@@ -15,9 +15,12 @@ layers, each shown to change no result beyond float rounding:
 """
 from __future__ import annotations
 
+import contextlib
 from dataclasses import dataclass
 
 import torch
+from torch.distributed.fsdp import FSDPModule
+from torch.nn.parallel import DistributedDataParallel
 from transformers import DynamicCache
 
 from es_grpo import (Context, GRPOState, Rollout, cache_argument, group_advantages, grpo_loss,
@@ -37,7 +40,9 @@ class GRPOBatch:  # this process's scored groups, and what the loss holds fixed 
 def grpo_step(run: Context, state: GRPOState, problems: list[dict], seed: int) -> dict:
     """es_grpo.grpo_step's contract, over processes, micro-batches and shared prompts."""
     args, G, tokenizer = run.args, run.args.grpo_group, run.tokenizer
-    mine = run.ranks.block(len(problems))  # this process's groups
+    ranks = run.ranks
+    mine = range(len(problems) * ranks.rank // ranks.world_size,
+                 len(problems) * (ranks.rank + 1) // ranks.world_size)  # this process's groups
     group = [p for p in problems[mine.start:mine.stop] for _ in range(G)]
     first, total = mine.start * G, len(problems) * G
     with torch.no_grad():
@@ -53,7 +58,7 @@ def grpo_step(run: Context, state: GRPOState, problems: list[dict], seed: int) -
         sums = grpo_backward(run, trainer, batch)
         state.optimizer.step()
     trainer.eval()
-    run.ranks.after_optimizer_step(run.model, trainer)
+    after_optimizer_step(run.model, trainer)
     return grpo_statistics(run, rewards, sums, first, total, roll.tokens)
 
 
@@ -74,7 +79,7 @@ def grpo_backward(run: Context, trainer, batch: GRPOBatch) -> dict:
     args, roll = run.args, batch.roll
     sums = dict.fromkeys(("loss", "kl", "clip_frac", "entropy_sum"), 0.0)
     for s in batch.pieces:
-        with run.ranks.accumulating(trainer, last=s == batch.pieces[-1]):
+        with accumulating(trainer, last=s == batch.pieces[-1]):
             logp, entropy = group_logprobs(trainer, roll.rows(s), args.grpo_temperature, args.grpo_group)
             old = logp.detach() if batch.old_logp is None else batch.old_logp[s]  # (b, T)
             ref = logp.detach() if batch.ref_logp is None else batch.ref_logp[s]  # (b, T)
@@ -98,6 +103,22 @@ def grpo_statistics(run: Context, rewards, sums: dict, first: int, total: int, t
             "loss": mean["loss"], "entropy": totals["entropy_sum"] / max(totals["tokens"], 1),
             "kl": mean["kl"], "clip_frac": mean["clip_frac"], "zero_std_frac": zero_std,
             "sequences": total, "tokens": int(totals["tokens"])}
+
+
+def accumulating(trainer, last: bool):
+    """DDP averages gradients after the last micro-batch only; FSDP reduces every piece's gradients to shards at
+    once (holding them whole would undo the sharding)."""
+    if isinstance(trainer, DistributedDataParallel) and not last:
+        return trainer.no_sync()
+    return contextlib.nullcontext()
+
+
+@torch.no_grad()
+def after_optimizer_step(model, trainer):
+    """After an FSDP step every rank copies the trained shards, made whole, into the model rollouts use."""
+    if isinstance(trainer, FSDPModule):
+        for whole, part in zip(model.parameters(), trainer.parameters()):
+            whole.copy_(part.full_tensor())
 
 
 def group_logprobs(model, roll: Rollout, temperature: float, group: int):

@@ -20,13 +20,13 @@ import os
 import random
 import shutil
 import tempfile
-from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
 import torch
 
-from es_grpo import Args, BadInput, Context, RunFolder
+from es_grpo import Args, BadInput, Context, ESState, RunFolder, Stage, set_weights
+from scale.distributed import grpo_state, load_grpo_state
 
 
 def atomic_write(path: Path, write):
@@ -88,7 +88,8 @@ class ResumableFolder(RunFolder):
             out.parent.mkdir(parents=True, exist_ok=True)
             staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
             self.locks.append(hold(staging))
-            (staging / "config.json").write_text(json.dumps(self.config(args, ranks), indent=2))
+            launcher = {"scale": ranks.config} if getattr(ranks, "config", None) else {}  # for --resume
+            (staging / "config.json").write_text(json.dumps(dataclasses.asdict(args) | launcher, indent=2))
             try:
                 os.rename(staging, out)
             except OSError:
@@ -96,9 +97,9 @@ class ResumableFolder(RunFolder):
                 raise BadInput(f"--out {out}: another run made this folder first") from None
         ranks.barrier()
 
-    def restore(self, run: Context, schedule: list) -> tuple[list, int, dict | None]:
-        """The stages' results so far, the stage to continue and its saved state; metrics.jsonl cut back to the
-        checkpoint's update (the resumed run writes the rest)."""
+    def restore(self, run: Context, schedule: list) -> tuple[list, int]:
+        """The stages' results so far and the stage to continue, the model as the checkpoint left it;
+        metrics.jsonl cut back to the checkpoint's update (the resumed run writes the rest)."""
         checkpoint, done = self.checkpoint, 0
         if checkpoint:
             run.model.load_state_dict(checkpoint["model"])
@@ -111,27 +112,46 @@ class ResumableFolder(RunFolder):
                 kept = "".join(line + "\n" for line in lines if line.strip() and json.loads(line)["update"] <= done)
                 atomic_write(path, lambda tmp: tmp.write_text(kept))
             run.ranks.log(f"resuming {run.args.out} after update {done}")
-        if not checkpoint:
-            return super().restore(run, schedule)
-        return checkpoint["stages"], checkpoint["stage"], checkpoint["stage_state"]
+        return (checkpoint["stages"], checkpoint["stage"]) if checkpoint else ([], 0)
 
-    def after_update(self, run: Context, stage: int, update: int, last: bool, state: Callable[[], dict],
-                     stages: list):
-        if last or (self.save_every and update % self.save_every == 0):
-            self.save(run, stage, state(), stages)
+    def resume_stage(self, run: Context, stage: Stage):
+        """The checkpoint's stage continues where it was saved: its updates taken, costs, problem draws, and
+        ES's master or GRPO's AdamW and reference."""
+        saved = self.checkpoint and self.checkpoint["stage"] == stage.index and self.checkpoint["stage_state"]
+        if not saved:
+            return
+        stage.done, stage.totals = saved["update"], saved["totals"]
+        stage.rng.setstate(saved["rng"])
+        if isinstance(stage.state, ESState):
+            stage.state.master = saved["master"]
+        else:
+            load_grpo_state(run.ranks, stage.state, saved)
 
-    def after_stage(self, run: Context, stage: int, stages: list):
-        self.save(run, stage + 1, None, stages)
+    def after_update(self, run: Context, stage: Stage, results: list):
+        if stage.done == stage.updates or (self.save_every and stage.done % self.save_every == 0):
+            self.save(run, stage.index, stage_state(run, stage), results)
+
+    def after_stage(self, run: Context, index: int, results: list):
+        self.save(run, index + 1, None, results)
 
     @staticmethod
-    def save(run: Context, stage: int, stage_state: dict | None, stages: list):
+    def save(run: Context, index: int, saved_stage: dict | None, results: list):
         if run.ranks.is_main:  # every process holds the same weights: one writes them
             rng = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
-            state = {"model": run.model.state_dict(), "stage": stage, "stage_state": stage_state,
-                     "stages": stages, "rng": rng}
+            state = {"model": run.model.state_dict(), "stage": index, "stage_state": saved_stage,
+                     "stages": results, "rng": rng}
             atomic_write(Path(run.args.out) / "checkpoint.pt", lambda tmp: torch.save(state, tmp))
 
     def close(self):
         for lock in filter(None, self.locks):
             lock.close()
         self.locks = []
+
+
+def stage_state(run: Context, stage: Stage) -> dict:
+    """What a checkpoint keeps of a stage (every process takes part: GRPO's state may be a collective)."""
+    kept = {"update": stage.done, "totals": stage.totals, "rng": stage.rng.getstate()}
+    if isinstance(stage.state, ESState):  # the model takes the master's values before it is saved
+        set_weights(list(run.model.parameters()), stage.state.master)
+        return kept | {"master": stage.state.master}
+    return kept | grpo_state(run.ranks, stage.state)

@@ -46,7 +46,8 @@ def test_python_es_grpo_and_scale_train_on_one_process_end_alike(algo, tmp_path,
     """The same flags through the reference (members one at a time) and through `python -m scale.train` on one
     process (chunks, the population in one batch, GRPO's shared prompts, its run folder, its bounded
     verifier): every update's rewards are equal, the weights within float rounding as AdamW enlarges it (GRPO,
-    measured: 2.1e-6 at most, where a gradient sits near 0) or identical (ES, measured), and both moved the weights; only scale.train's ES decoded its population in one batch."""
+    measured: 2.1e-6 at most, where a gradient sits near 0) or identical (ES, measured), and both moved the
+    weights; only scale.train's ES decoded its population in one batch."""
     from conftest import SMALL_RUN, run_es_grpo, run_scale
     from safetensors.torch import load_file
     from scale.population import PopulationScorer

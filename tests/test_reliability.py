@@ -208,10 +208,10 @@ def test_es_grpo_resumed_at_the_stage_boundary_ends_as_the_uninterrupted_run(tmp
     assert run_scale(*flags, "--out", str(tmp_path / "whole")).returncode == 0
     train_stage = es_grpo.train_stage
 
-    def stop_before_grpo(run, name, *args):
-        if name == "grpo":
+    def stop_before_grpo(run, stage, *args):
+        if stage.name == "grpo":
             raise KeyboardInterrupt
-        return train_stage(run, name, *args)
+        return train_stage(run, stage, *args)
 
     monkeypatch.setattr(es_grpo, "train_stage", stop_before_grpo)
     with pytest.raises(KeyboardInterrupt):
