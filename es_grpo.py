@@ -752,72 +752,6 @@ def stages_of(algo: str, steps: int) -> list[tuple[str, int]]:  # claim 3: the b
     names = algo.split("-")
     return [(name, steps // len(names) + (i < steps % len(names))) for i, name in enumerate(names)]
 
-class OneProcess:
-    """run()'s `ranks` hook: how work splits over processes; here one, each method a no-op.
-    scale/distributed.py fills them for torchrun: process groups, parallel GRPO trainers, checks
-    that every process holds the same weights."""
-    rank, world_size, is_main = 0, 1, True
-
-    def start(self, device: str) -> str: return device  # join the others; this process's device
-    def stop(self): pass
-    def barrier(self): pass
-    def log(self, text: str): log(text)  # said once, not once per process
-    def share(self, items) -> list: return list(items)[self.rank::self.world_size]  # dealt in turn
-    def sum(self, values): return values  # a tensor, number or dict of them, summed over processes
-    def gather(self, item) -> list: return [item]  # every process's item, in rank order
-    def grpo_trainer(self, model, reference): return model  # what GRPO backpropagates through
-    def after_update(self, params: list, stage: str, update: int, last: bool): pass  # all agree?
-
-ONE_PROCESS = OneProcess()
-
-class RunFolder:
-    """run()'s `folder` hook: where a run's files go. Here --out is made afresh once every input has
-    been read; an existing one is refused, unless --overwrite and it holds a run (config.json: a
-    folder this file made), and the run writes as it goes: config.json, metrics.jsonl, a model per
-    stage, summary.json. scale/runs.py adds checkpoints, --resume and a lock."""
-    def open(self, args: Args, ranks) -> Args:  # before anything is loaded: the args to run
-        out = Path(args.out)
-        if out.exists() and (not out.is_dir() or any(out.iterdir())):
-            if not args.overwrite:
-                raise BadInput(f"--out {out}: run folder exists; --overwrite replaces it "
-                               f"(python -m scale.train --resume {out} continues it)")
-            if not (out / "config.json").is_file():
-                raise BadInput(f"--out {out}: holds no run (no config.json); --overwrite replaces "
-                               "only a run folder")
-        return args
-
-    def create(self, args: Args, ranks):  # every input read: the folder, with config.json
-        out = Path(args.out)
-        if ranks.is_main:
-            shutil.rmtree(out, ignore_errors=True)
-            out.mkdir(parents=True)
-            (out / "config.json").write_text(json.dumps(dataclasses.asdict(args), indent=2))
-        ranks.barrier()
-
-    def restore(self, run, schedule: list) -> tuple[list, int]:
-        return [], 0  # the results so far, the stage to start
-    def resume_stage(self, run, stage: Stage): pass  # a stage starts at its first update
-    def after_update(self, run, stage: Stage, results: list): pass
-    def after_stage(self, run, index: int, results: list): pass
-    def close(self): pass
-
-@dataclass
-class Context:
-    """What a run's steps and evaluations share: its settings, its model, and run()'s hooks."""
-    args: Args
-    model: torch.nn.Module
-    tokenizer: object
-    # run()'s hooks: each one's default is this file's form; scale/ fills them
-    generate: Callable = rollout  # or a function with its signature (scale/: chunks, vLLM)
-    ranks: OneProcess = ONE_PROCESS  # how work splits over processes (scale/distributed.py)
-    es_weights: Callable | None = None  # model -> where ES sets members (scale/: an engine's)
-    score_members: Callable = score_members  # scale/population.py: the population in one batch
-    grpo_step: Callable = grpo_step  # scale/grpo.py: micro-batches, shared prompts, processes
-    folder: RunFolder = field(default_factory=RunFolder)  # run files (scale/runs.py: --resume)
-    train: list[dict] = field(default_factory=list)
-    evaluation: list[dict] = field(default_factory=list)  # evaluated after each stage
-    heldout: dict = field(default_factory=dict)  # task family -> problems (forgetting)
-
 @dataclass
 class Stage:
     """A stage of the schedule and all it keeps between updates (scale/runs.py saves it)."""
@@ -892,55 +826,73 @@ def record(run: Context, metrics, line: dict, progress: str):
     run.ranks.log(f"{name} {progress} reward {line['reward']:.3f} ent {line['entropy']:.3f} "
                   f"{extra} {line['seconds']:.2f}s {line['seq_per_s']:.0f} seq/s")
 
-def evaluation_sets(args: Args, tokenizer):
-    """(train, eval, held-out families): never overlapping; the built-in eval set is fixed across
-    seeds."""
-    if args.data:
-        train = load_problems(args.data, args.task)
-        if args.eval_data:
-            evaluation = load_problems(args.eval_data, args.task)
-        else:  # hold out the file's last problems
-            if len(train) < 2:
-                raise BadInput(f"{args.data}: needs 2 problems to hold some out (or --eval-data)")
-            cut = max(1, min(args.eval_problems, len(train) // 5))
-            train, evaluation = train[:-cut], train[-cut:]
-    else:
-        evaluation = evaluation_pool("countdown", args.eval_split)
-        train = generate_problems("countdown", 5000, seed=args.seed, exclude=never_trained_on())
-    trained = train[0]["task"]
-    heldout = {task: evaluation_pool(task, args.eval_split)[:args.heldout_problems]
-               for task in FAMILIES
-               if task != trained and (tokenizer.chat_template is not None or trained != "math")}
-    return train, evaluation[:args.eval_problems], heldout
-
-def measure(run: Context, name: str, cost: dict) -> dict:
-    """A stage's row of results: Pass@K and the rest on the evaluation set and on each held-out
-    family."""
-    result = evaluate(run, run.evaluation) | {f"heldout_{task}": evaluate(run, problems)
-                                              for task, problems in run.heldout.items()}
-    k = max(k for k in PASS_KS if k <= run.args.eval_samples)
-    scores = [result[f"heldout_{task}"][f"pass@{k}"] for task in run.heldout]
-    result[f"heldout_pass@{k}"] = float(np.mean(scores)) if scores else None
-    return {"name": name, **result, **cost}
-
-def strict_json(value, **options) -> str:  # not a number (vLLM's entropy: NaN): null
-    def clean(v):
-        if isinstance(v, dict):
-            return {k: clean(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [clean(x) for x in v]
-        return None if isinstance(v, float) and not math.isfinite(v) else v
-    return json.dumps(clean(value), allow_nan=False, **options)
-
-def markdown_table(rows: dict[str, dict], columns: list[str], label: str = "model") -> str:
-    lines = [f"| {label} | " + " | ".join(columns) + " |", "|" + "---|" * (len(columns) + 1)]
-    for name, row in rows.items():
-        cells = ["-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
-                 for v in map(row.get, columns)]
-        lines.append(f"| {name} | " + " | ".join(cells) + " |")
-    return "\n".join(lines)
-
 # ----------------------------------------------------------------------------- run
+
+class OneProcess:
+    """run()'s `ranks` hook: how work splits over processes; here one, each method a no-op.
+    scale/distributed.py fills them for torchrun: process groups, parallel GRPO trainers, checks
+    that every process holds the same weights."""
+    rank, world_size, is_main = 0, 1, True
+
+    def start(self, device: str) -> str: return device  # join the others; this process's device
+    def stop(self): pass
+    def barrier(self): pass
+    def log(self, text: str): log(text)  # said once, not once per process
+    def share(self, items) -> list: return list(items)[self.rank::self.world_size]  # dealt in turn
+    def sum(self, values): return values  # a tensor, number or dict of them, summed over processes
+    def gather(self, item) -> list: return [item]  # every process's item, in rank order
+    def grpo_trainer(self, model, reference): return model  # what GRPO backpropagates through
+    def after_update(self, params: list, stage: str, update: int, last: bool): pass  # all agree?
+
+ONE_PROCESS = OneProcess()
+
+class RunFolder:
+    """run()'s `folder` hook: where a run's files go. Here --out is made afresh once every input has
+    been read; an existing one is refused, unless --overwrite and it holds a run (config.json: a
+    folder this file made), and the run writes as it goes: config.json, metrics.jsonl, a model per
+    stage, summary.json. scale/runs.py adds checkpoints, --resume and a lock."""
+    def open(self, args: Args, ranks) -> Args:  # before anything is loaded: the args to run
+        out = Path(args.out)
+        if out.exists() and (not out.is_dir() or any(out.iterdir())):
+            if not args.overwrite:
+                raise BadInput(f"--out {out}: run folder exists; --overwrite replaces it "
+                               f"(python -m scale.train --resume {out} continues it)")
+            if not (out / "config.json").is_file():
+                raise BadInput(f"--out {out}: holds no run (no config.json); --overwrite replaces "
+                               "only a run folder")
+        return args
+
+    def create(self, args: Args, ranks):  # every input read: the folder, with config.json
+        out = Path(args.out)
+        if ranks.is_main:
+            shutil.rmtree(out, ignore_errors=True)
+            out.mkdir(parents=True)
+            (out / "config.json").write_text(json.dumps(dataclasses.asdict(args), indent=2))
+        ranks.barrier()
+
+    def restore(self, run, schedule: list) -> tuple[list, int]:
+        return [], 0  # the results so far, the stage to start
+    def resume_stage(self, run, stage: Stage): pass  # a stage starts at its first update
+    def after_update(self, run, stage: Stage, results: list): pass
+    def after_stage(self, run, index: int, results: list): pass
+    def close(self): pass
+
+@dataclass
+class Context:
+    """What a run's steps and evaluations share: its settings, its model, and run()'s hooks."""
+    args: Args
+    model: torch.nn.Module
+    tokenizer: object
+    # run()'s hooks: each one's default is this file's form; scale/ fills them
+    generate: Callable = rollout  # or a function with its signature (scale/: chunks, vLLM)
+    ranks: OneProcess = ONE_PROCESS  # how work splits over processes (scale/distributed.py)
+    es_weights: Callable | None = None  # model -> where ES sets members (scale/: an engine's)
+    score_members: Callable = score_members  # scale/population.py: the population in one batch
+    grpo_step: Callable = grpo_step  # scale/grpo.py: micro-batches, shared prompts, processes
+    folder: RunFolder = field(default_factory=RunFolder)  # run files (scale/runs.py: --resume)
+    train: list[dict] = field(default_factory=list)
+    evaluation: list[dict] = field(default_factory=list)  # evaluated after each stage
+    heldout: dict = field(default_factory=dict)  # task family -> problems (forgetting)
 
 def run(args: Args, **hooks) -> dict:
     """Evaluate the base model, train each stage of the schedule, evaluate and save after each.
@@ -991,6 +943,54 @@ def train_schedule(run: Context) -> dict:
     ranks.log(markdown_table({row["name"]: row for row in results}, TABLE_COLUMNS, "stage"))
     ranks.stop()
     return summary
+
+def evaluation_sets(args: Args, tokenizer):
+    """(train, eval, held-out families): never overlapping; the built-in eval set is fixed across
+    seeds."""
+    if args.data:
+        train = load_problems(args.data, args.task)
+        if args.eval_data:
+            evaluation = load_problems(args.eval_data, args.task)
+        else:  # hold out the file's last problems
+            if len(train) < 2:
+                raise BadInput(f"{args.data}: needs 2 problems to hold some out (or --eval-data)")
+            cut = max(1, min(args.eval_problems, len(train) // 5))
+            train, evaluation = train[:-cut], train[-cut:]
+    else:
+        evaluation = evaluation_pool("countdown", args.eval_split)
+        train = generate_problems("countdown", 5000, seed=args.seed, exclude=never_trained_on())
+    trained = train[0]["task"]
+    heldout = {task: evaluation_pool(task, args.eval_split)[:args.heldout_problems]
+               for task in FAMILIES
+               if task != trained and (tokenizer.chat_template is not None or trained != "math")}
+    return train, evaluation[:args.eval_problems], heldout
+
+def measure(run: Context, name: str, cost: dict) -> dict:
+    """A stage's row of results: Pass@K and the rest on the evaluation set and on each held-out
+    family."""
+    result = evaluate(run, run.evaluation) | {f"heldout_{task}": evaluate(run, problems)
+                                              for task, problems in run.heldout.items()}
+    k = max(k for k in PASS_KS if k <= run.args.eval_samples)
+    scores = [result[f"heldout_{task}"][f"pass@{k}"] for task in run.heldout]
+    result[f"heldout_pass@{k}"] = float(np.mean(scores)) if scores else None
+    return {"name": name, **result, **cost}
+
+def strict_json(value, **options) -> str:  # not a number (vLLM's entropy: NaN): null
+    def clean(v):
+        if isinstance(v, dict):
+            return {k: clean(x) for k, x in v.items()}
+        if isinstance(v, list):
+            return [clean(x) for x in v]
+        return None if isinstance(v, float) and not math.isfinite(v) else v
+    return json.dumps(clean(value), allow_nan=False, **options)
+
+def markdown_table(rows: dict[str, dict], columns: list[str], label: str = "model") -> str:
+    lines = [f"| {label} | " + " | ".join(columns) + " |", "|" + "---|" * (len(columns) + 1)]
+    for name, row in rows.items():
+        cells = ["-" if v is None else f"{v:.3f}" if isinstance(v, float) else str(v)
+                 for v in map(row.get, columns)]
+        lines.append(f"| {name} | " + " | ".join(cells) + " |")
+    return "\n".join(lines)
 
 # ----------------------------------------------------------------------------- math-verify, bounded
 
