@@ -33,6 +33,7 @@ import torch
 import es_grpo
 from scale.gpu_check import CheckArgs, build
 from scale import population, verifier
+from scale.grpo import grpo_step
 from scale.population import PopulationScorer
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -83,8 +84,8 @@ def grpo_runner(model, tokenizer, args, problems):
     def step():
         seed = next(counter)
         start = seed * args.grpo_prompts % (len(problems) - args.grpo_prompts)
-        return es_grpo.grpo_step(es_grpo.Context(args, model, tokenizer), es_grpo.GRPOState(optimizer, reference),
-                                 problems[start:start + args.grpo_prompts], seed)
+        return grpo_step(es_grpo.Context(args, model, tokenizer), es_grpo.GRPOState(optimizer, reference),
+                         problems[start:start + args.grpo_prompts], seed)  # scale.train's step
     return step
 
 

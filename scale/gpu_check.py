@@ -25,6 +25,7 @@ import torch
 
 import es_grpo
 from es_grpo import dataclass_parser, flag
+from scale.grpo import grpo_step
 
 
 @dataclass
@@ -113,7 +114,7 @@ def vllm_rows(check: CheckArgs, tokenizer, problems, args, device: str, make_bac
     params = list(model.parameters())
     reference = build(check, torch.float32, device).requires_grad_(False)
     optimizer = torch.optim.AdamW(params, lr=args.grpo_lr)
-    step = functools.partial(es_grpo.grpo_step, es_grpo.Context(args, model, tokenizer, backend),
+    step = functools.partial(grpo_step, es_grpo.Context(args, model, tokenizer, backend),
                              es_grpo.GRPOState(optimizer, reference), problems)
     rows.append(row("grpo, vLLM", params, *timed_updates("grpo (vLLM)", step, check.updates, device), device))
     backend.shutdown()
@@ -162,7 +163,7 @@ def main(argv=None, make_backend=None):
         else:
             reference = build(check, torch.float32, device).requires_grad_(False)
             optimizer = torch.optim.AdamW(params, lr=args.grpo_lr)
-            step = functools.partial(es_grpo.grpo_step, es_grpo.Context(args, model, tokenizer),
+            step = functools.partial(grpo_step, es_grpo.Context(args, model, tokenizer),
                                      es_grpo.GRPOState(optimizer, reference), problems)
         rows.append(row(algo, params, *timed_updates(algo, step, check.updates, device), device))
         del model, params, step

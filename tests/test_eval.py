@@ -197,16 +197,19 @@ def evidence(**changes):
     (5, {"es_minus_noise_heldout": UNSURE}, "inconclusive"),
     (5, {"es_minus_grpo_heldout": DOWN}, "reproduced"),  # GRPO is shown, not scored
     (6, {}, "not measured"),  # the z-scoring and antithetic runs not trained
-    (6, {"zscore_pass1_gain": UP, "zscore_passk_gain": KEPT, "antithetic_pass1_gain": KEPT}, "inconclusive"),
+    (6, {"zscore_pass1_gain": UP, "zscore_passk_gain": KEPT, "antithetic_pass1_gain": KEPT}, "reproduced"),
     (6, {"zscore_pass1_gain": DOWN, "zscore_passk_gain": DOWN, "antithetic_pass1_gain": KEPT},
      "not reproduced"),  # raw rewards did better
     (6, {"antithetic_pass1_gain": UP, "zscore_pass1_gain": UP, "zscore_passk_gain": KEPT},
      "not reproduced"),  # mirrored sampling helped
-    # z-scoring that wins on Pass@K only still helps; the size interaction rests on one seed: never decides
+    (6, {"zscore_pass1_gain": UNSURE, "zscore_passk_gain": UNSURE, "antithetic_pass1_gain": KEPT},
+     "inconclusive"),
+    # z-scoring that wins on Pass@K only still helps; population against model size is out of scope here
+    # (one run per cell, models far below the paper's sizes): shown, never deciding
     (6, {"zscore_pass1_gain": UNSURE, "zscore_passk_gain": UP, "antithetic_pass1_gain": KEPT,
-         "size_population_interaction": UP}, "inconclusive"),
+         "size_population_interaction": UP}, "reproduced"),
     (6, {"size_population_interaction": DOWN, "zscore_pass1_gain": UP, "zscore_passk_gain": KEPT,
-         "antithetic_pass1_gain": KEPT}, "inconclusive"),
+         "antithetic_pass1_gain": KEPT}, "reproduced"),
 ])
 def test_each_verdict_comes_out_each_way_on_hand_made_numbers(claim, changes, expected):
     claims = analyses.verdicts(evidence(**changes, **({"raw_alpha": 5e-3} if claim == 6 and changes else {})))
@@ -400,7 +403,7 @@ def test_claim2s_ratio_is_estimated_without_bias_where_counts_are_zero():
     rng, members, samples, problems = np.random.default_rng(1), 32, 32, 100
     h = lambda q: es_grpo.binary_entropy(torch.as_tensor(q)).numpy()  # noqa: E731
     ratio = lambda js, p_bar, gain: float((members * p_bar * (1 - p_bar) ** (members - 1) * js).sum() / gain.sum())
-    misses = {"estimator": [], "plug-in": []}
+    misses, covered = {"estimator": [], "plug-in": []}, []
     for _ in range(20):
         mu = rng.beta(0.64, 1.17, problems)
         rates = rng.beta(133 * mu, 133 * (1 - mu), (members, problems))  # (N, P)
@@ -408,12 +411,15 @@ def test_claim2s_ratio_is_estimated_without_bias_where_counts_are_zero():
         p_bar = rates.mean(0)
         truth = ratio(h(p_bar) - h(rates).mean(0), p_bar, (1 - p_bar) ** members - np.prod(1 - rates, 0))
         stats = analyses.diversity_statistics(counts, counts[0], samples)
-        misses["estimator"].append(stats["predicted"].sum() / stats["gain"].sum() - truth)
+        misses["estimator"].append(stats["ratio"][0] - truth)
         misses["plug-in"].append(ratio(stats["js_succ_plugin"], counts.mean(0) / samples, stats["gain_counts"]) - truth)
+        covered.append(stats["ratio"][1] <= truth <= stats["ratio"][2])
     bias = {name: (np.mean(m), np.std(m, ddof=1) / np.sqrt(len(m))) for name, m in misses.items()}
-    print({name: f"{b:+.3f} (se {se:.3f})" for name, (b, se) in bias.items()})
+    print({name: f"{b:+.3f} (se {se:.3f})" for name, (b, se) in bias.items()}, f"covered {np.mean(covered):.2f}")
     assert abs(bias["estimator"][0]) < 2 * bias["estimator"][1]
     assert bias["plug-in"][0] > 10 * bias["plug-in"][1]
+    assert np.mean(covered) >= 0.8  # a 95% interval (measured: 0.93 over 60 populations; a bootstrap over the
+    # problems' posterior means, the control, covered 0.58)
 
 
 def test_module_kinds_rank_as_the_paper_says_on_every_seed():
