@@ -604,21 +604,21 @@ def grpo_step(run: Context, state: GRPOState, problems: list[dict], seed: int) -
     """Sample a group of grpo_group completions per prompt, score them, and take grpo_epochs AdamW
     steps on grpo_loss with the group advantages. run()'s grpo_step hook: scale/grpo.py adds
     micro-batches, a prompt's keys and values shared by its group, and processes."""
-    args, G, model = run.args, run.args.grpo_group, run.model
+    args, model = run.args, run.model
+    G, temperature = args.grpo_group, args.grpo_temperature
     group = [p for p in problems for _ in range(G)]
     with torch.no_grad():
         roll = run.generate(model, run.tokenizer, [prompt_text(p, run.tokenizer) for p in group],
                             args.sampling("grpo", seed))
         rewards = score(group, roll.texts)  # (B,)
         advantages = group_advantages(rewards, G, args.grpo_scale_std).to(model.device)  # (B,)
-        old_logp, ref_logp = (token_logprobs(net, roll, args.grpo_temperature)[0] if use else None
-                              for net, use in ((model, args.grpo_epochs > 1),
-                                               (state.reference, args.grpo_beta)))  # (B, T)
+        sampler = token_logprobs(model, roll, temperature)[0] if args.grpo_epochs > 1 else None
+        frozen = token_logprobs(state.reference, roll, temperature)[0] if args.grpo_beta else None
     model.train()
-    for _ in range(args.grpo_epochs):
-        logp, entropy = token_logprobs(model, roll, args.grpo_temperature)  # (B, T) each
-        loss, stats = grpo_loss(logp, logp.detach() if old_logp is None else old_logp,
-                                logp.detach() if ref_logp is None else ref_logp, advantages,
+    for _ in range(args.grpo_epochs):  # one epoch: the ratio is 1, its base needs no forward pass
+        logp, entropy = token_logprobs(model, roll, temperature)  # (B, T) each
+        loss, stats = grpo_loss(logp, logp.detach() if sampler is None else sampler,  # (B, T)
+                                logp.detach() if frozen is None else frozen, advantages,
                                 roll.completion_mask, args.grpo_clip, args.grpo_beta)
         state.optimizer.zero_grad(set_to_none=True)
         loss.backward()

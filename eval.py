@@ -1348,6 +1348,12 @@ def matched(end: dict, path: dict, axis: str, k: int) -> dict:
             "where": where}
 
 
+def per_model(values, problems: int) -> np.ndarray:
+    """A number per model (entropy: (..., seeds)) as interval() takes per-problem arrays, (..., seeds, P): the same
+    on every problem, so that its interval rests on the seeds."""
+    return np.repeat(np.asarray(values, dtype=float)[..., None], problems, -1)
+
+
 def matched_entropy(end: dict, path: dict, base: np.ndarray) -> dict:
     """ES's token entropy at its end minus another schedule's where that schedule's path reaches ES's Pass@1
     (`difference`), and that path's entropy there over the base model's minus 1 (`relative`: -1 would be a
@@ -1355,9 +1361,8 @@ def matched_entropy(end: dict, path: dict, base: np.ndarray) -> dict:
     (seeds,). Entropy is one number a model: its interval rests on the seeds, and on the problems only through
     where the path matches."""
     problems = end["pass@1"].shape[-1]
-    spread = lambda e: np.repeat(np.asarray(e, dtype=float)[..., None], problems, -1)  # noqa: E731  (..., P)
-    data = {"e1": end["pass@1"], "p1": path["pass@1"], "ee": spread(end["entropy"]), "pe": spread(path["entropy"]),
-            "be": spread(base)}
+    data = {"e1": end["pass@1"], "p1": path["pass@1"], "ee": per_model(end["entropy"], problems),
+            "pe": per_model(path["entropy"], problems), "be": per_model(base, problems)}
     at = lambda m: at_level(m["p1"], m["pe"], m["e1"])  # noqa: E731  the path's entropy at ES's Pass@1
     return {"difference": interval(lambda m: m["ee"] - at(m), data),
             "relative": interval(lambda m: at(m) / m["be"] - 1, data)}
@@ -1813,9 +1818,8 @@ def frontier_values(evidence: Evidence) -> dict:
     seeds = min(len(run["finals"]) for run in runs.values())
     grpo = [path_arrays(run["paths"][:seeds], k) for name, run in runs.items() if name.startswith("grpo")]
     problems = grpo[0]["pass@1"].shape[-1]
-    spread = lambda e: np.repeat(np.asarray(e, dtype=float)[..., None], problems, -1)  # noqa: E731  (..., P)
-    paths = {f"{key}_{i}": (path[key] if key != "entropy" else spread(path[key])) for i, path in enumerate(grpo)
-             for key in ("pass@1", f"pass@{k}", "entropy")}
+    paths = {f"{key}_{i}": (path[key] if key != "entropy" else per_model(path[key], problems))
+             for i, path in enumerate(grpo) for key in ("pass@1", f"pass@{k}", "entropy")}
 
     def envelope(m, key):  # (draws,) the best GRPO path's `key` where it reaches ES's Pass@1, nan if none does
         reached = np.stack([at_level(m[f"pass@1_{i}"], m[f"{key}_{i}"], m["e1"]) for i in range(len(grpo))])
@@ -1825,8 +1829,8 @@ def frontier_values(evidence: Evidence) -> dict:
     for name, run in runs.items():
         if name.startswith("es"):
             end = end_of(run, k)
-            data = {"e1": end["pass@1"][:seeds], "ek": end[f"pass@{k}"][:seeds], "ee": spread(end["entropy"][:seeds]),
-                    **paths}
+            data = {"e1": end["pass@1"][:seeds], "ek": end[f"pass@{k}"][:seeds],
+                    "ee": per_model(end["entropy"][:seeds], problems), **paths}
             result[f"frontier_entropy_{name}"] = interval(lambda m: m["ee"] - envelope(m, "entropy"), data)
             result[f"frontier_passk_{name}"] = interval(lambda m: m["ek"] - envelope(m, f"pass@{k}"), data)
         else:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 import torch
 
-from es_grpo import Context, ESState, new_scores, noise, prompt_text, rollout, score_member, set_weights
+from es_grpo import Context, ESState, new_scores, noise, prompt_text, rollout, score_member, score_members
 from scale.chunks import chunked_rollout
 
 MODES = ("auto", "on", "off")
@@ -62,11 +62,11 @@ class PopulationScorer:
 def one_at_a_time(run: Context, state: ESState, problems: list[dict], seeds: list[int],
                   seed: int) -> tuple[dict, dict]:
     """es_grpo.score_members on this process's share of the members, the scores summed over processes."""
-    scores, prompts = new_scores(len(seeds), len(problems)), [prompt_text(p, run.tokenizer) for p in problems]
-    for member in run.ranks.share(range(len(seeds))):
-        set_weights(state.members, state.master, seeds[member], run.args.es_sigma)
-        roll = run.generate(run.model, run.tokenizer, prompts, run.args.sampling("es", seed))
-        score_member(scores, member, problems, roll)
+    mine = run.ranks.share(range(len(seeds)))
+    part, _ = score_members(run, state, problems, [seeds[member] for member in mine], seed)
+    scores = new_scores(len(seeds), len(problems))
+    for name, values in part.items():
+        scores[name][mine] = values
     return run.ranks.sum(scores), {}  # every process has every member's scores now
 
 
