@@ -7,21 +7,22 @@ GRPO->ES schedule.
 
     python es_grpo.py                        # CPU, no network: GRPO then ES on the tiny model
     python es_grpo.py --algo es --steps 100 --seed 1 --out runs/es-s1
-    python es_grpo.py --algo grpo-es --model Qwen/Qwen2.5-1.5B-Instruct --data gsm8k_train.jsonl \\
-        --preset paper --device cuda
     python -m scale.train --resume runs/es-s1    # the same, resumable and faster (scale/)
+    python -m scale.train --model Qwen/Qwen2.5-1.5B-Instruct --data gsm8k_train.jsonl \\
+        --preset paper --device cuda             # data files and presets: scale/config.py
     torchrun --nproc_per_node=8 -m scale.train ...   # many GPUs: these functions, through hooks
 
 Sections follow the paper: config, model, task and verifier, rollout, Pass@K, GRPO, ES,
 schedule, run; math-verify's time bound last. This is the simplest honest form of each; scale/
 fills run()'s hooks (Context) with what long, fast or many-GPU runs need, each shown by a test to
 give the same result: chunks (chunks.py), the ES population in one batch (population.py), GRPO's
-micro-batches and shared prompts (grpo.py), checkpoints and --resume (runs.py), prose math answers
-bounded in any thread (verifier.py), processes (distributed.py), vLLM (vllm_rollout.py);
-`python -m scale.train` runs them all. This file imports nothing from scale/.
+micro-batches, shared prompts and epochs (grpo.py), checkpoints and --resume (runs.py), data
+files and presets (config.py), prose math answers bounded in any thread (verifier.py), processes
+(distributed.py), vLLM (vllm_rollout.py); `python -m scale.train` runs them all. This file
+imports nothing from scale/.
 
-Deliberate departures from the paper (the tiny default preset unless marked; --preset paper
-restores the paper's settings):
+Deliberate departures from the paper (the tiny defaults unless marked; scale.train's --preset
+paper restores the paper's settings):
  1. Model and task: a 0.86M-parameter character-level Llama pretrained on synthetic Countdown,
     not Qwen or Llama on GSM8K; held out: digit addition and sorting, also pretrained
     (tiny_model/tasks.py, tiny_model/pretrain.py).
@@ -30,10 +31,10 @@ restores the paper's settings):
     the same noise (common random numbers).
  3. GRPO: learning rate 5e-5 (paper: 1e-6), 32 prompts per step; the loss averages over all
     completion tokens of the batch (token-level, TRL's default), not per sequence first.
- 4. Every preset: ES sets each member to master + sigma * eps from an fp32 master copy (on the
+ 4. Always: ES sets each member to master + sigma * eps from an fp32 master copy (on the
     CPU) instead of adding and subtracting noise in place: restores are bit-exact and the update
     accumulates in fp32.
- 5. Every preset: Pass@K uses 64 samples per problem (the paper: 32), so Pass@64 can be shown.
+ 5. Always: Pass@K uses 64 samples per problem (the paper: 32), so Pass@64 can be shown.
 """
 from __future__ import annotations
 
@@ -50,7 +51,6 @@ import os
 import random
 import re
 import shutil
-import signal
 import sys
 import threading
 import time
@@ -87,63 +87,51 @@ class BadInput(SystemExit):
     def __str__(self) -> str:
         return self.message
 
-def flag(default, help, choices=None):
-    return field(default=default, metadata={"help": help, "choices": choices})
+def flag(default, help, choices=None, least=None):  # least: the smallest value allowed
+    return field(default=default, metadata={"help": help, "choices": choices, "least": least})
 
-PRESETS = {
-    "tiny": {},
-    "paper": dict(es_population=32, es_sigma=1.5e-3, es_alpha=2.5e-4, es_prompts=64,
-                  es_temperature=0.0, grpo_prompts=64, grpo_group=8, grpo_lr=1e-6,
-                  grpo_temperature=1.0, grpo_clip=0.2, grpo_beta=1e-3, max_new_tokens=1024,
-                  rollout_batch=512, eval_problems=500),
-}
 SCHEDULES, DTYPES = ("es", "grpo", "grpo-es", "es-grpo"), ("float32", "bfloat16", "float16")
+PASS_KS, MAJ_K = (1, 16, 64), 16
 
 @dataclass
 class Args:
     """Every hyperparameter of a run; each field is a command-line flag."""
     model: str = flag("", "model folder or hub id (empty: the shipped tiny model)")
-    data: str = flag("", "training problems, JSONL (empty: the built-in task generator)")
-    eval_data: str = flag("", "evaluation problems, JSONL (empty: held out from --data)")
-    task: str = flag("auto", "task of --data (auto: by its fields)", ("auto", "countdown", "math"))
     algo: str = flag("grpo-es", "schedule: ES, GRPO, or both in turn", SCHEDULES)
-    steps: int = flag(200, "total updates; two-stage schedules split them evenly")
+    steps: int = flag(200, "total updates; two-stage schedules split them evenly", least=1)
     out: str = flag("", "run folder (empty: runs/ALGO-sSEED)")
     overwrite: bool = flag(False, "replace an existing run folder")
     seed: int = flag(0, "seed of everything random")
-    preset: str = flag("tiny", "defaults: tiny (CPU, shipped model) or paper", tuple(PRESETS))
     device: str = flag("auto", "cpu, cuda, ... (auto: cuda if available)")
     dtype: str = flag("float32", "weights dtype (ES's update stays fp32)", DTYPES)
-    max_new_tokens: int = flag(12, "longest completion, in tokens")
-    rollout_batch: int = flag(2048, "most sequences decoded at once (here: evaluation's chunks)")
+    max_new_tokens: int = flag(12, "longest completion, in tokens", least=1)
+    rollout_batch: int = flag(2048, "most rows decoded at once (here: evaluation)", least=1)
     # ES (paper: N=32, sigma 1.5e-3, alpha 2.5e-4, 64 prompts, greedy)
-    es_population: int = flag(32, "ES population size N")
+    es_population: int = flag(32, "ES population size N", least=2)
     es_sigma: float = flag(1e-2, "ES noise scale sigma")
-    es_alpha: float = flag(2e-3, "ES step size alpha (1/sigma folded in)")
-    es_prompts: int = flag(64, "prompts each ES member is scored on, per iteration")
-    es_temperature: float = flag(0.0, "ES decoding temperature (0: greedy, the paper's easy one)")
+    es_alpha: float = flag(2e-3, "ES step size alpha (1/sigma folded in)", least=0)
+    es_prompts: int = flag(64, "prompts each ES member is scored on, per iteration", least=1)
+    es_temperature: float = flag(0.0, "ES decoding temperature (0: greedy, as the paper)", least=0)
     es_zscore: bool = flag(True, "z-score rewards across the population")
     es_antithetic: bool = flag(False, "mirrored sampling: N/2 seeds, each used with +eps and -eps")
     es_null: bool = flag(False, "control: rewards shuffled across members (no signal)")
     # GRPO (paper: 8 samples/prompt, lr 1e-6, temperature 1.0, clip 0.2, beta 0.001)
-    grpo_prompts: int = flag(32, "prompts per GRPO step")
-    grpo_group: int = flag(8, "samples per prompt (the group)")
-    grpo_lr: float = flag(5e-5, "AdamW learning rate")
+    grpo_prompts: int = flag(32, "prompts per GRPO step", least=1)
+    grpo_group: int = flag(8, "samples per prompt (the group)", least=2)
+    grpo_lr: float = flag(5e-5, "AdamW learning rate", least=0)
     grpo_temperature: float = flag(1.0, "GRPO sampling temperature")
     grpo_clip: float = flag(0.2, "PPO clip range epsilon")
     grpo_beta: float = flag(1e-3, "k3 KL coefficient to the starting model")
     grpo_scale_std: bool = flag(True, "divide group advantages by the group std")
-    grpo_epochs: int = flag(1, "optimizer steps per rollout batch")
-    grpo_microbatch: int = flag(0, "rows per forward pass, whole groups (0: all; scale.train's)")
     # evaluation (paper: temperature 0.6)
-    eval_problems: int = flag(100, "held-out evaluation problems")
+    eval_problems: int = flag(100, "held-out evaluation problems", least=1)
     eval_split: str = flag("test", "built-in eval set: test or dev (tune on)", tuple(SPLIT_SEEDS))
-    heldout_problems: int = flag(50, "problems per held-out task family (forgetting)")
-    eval_samples: int = flag(64, "samples per problem for Pass@K")
-    eval_temperature: float = flag(0.6, "evaluation sampling temperature")
+    heldout_problems: int = flag(50, "problems per held-out task family (forgetting)", least=1)
+    eval_samples: int = flag(64, "samples per problem for Pass@K and Maj@16", least=MAJ_K)
+    eval_temperature: float = flag(0.6, "evaluation sampling temperature", least=0)
     eval_top_p: float = flag(1.0, "evaluation nucleus (top-p) sampling")
-    eval_every: int = flag(0, "updates between trajectory points (Pass@K into metrics.jsonl)")
-    trajectory_samples: int = flag(32, "samples per problem at each trajectory point")
+    eval_every: int = flag(0, "updates between trajectory points (Pass@K, metrics.jsonl)", least=0)
+    trajectory_samples: int = flag(32, "samples per problem at each trajectory point", least=1)
 
     def sampling(self, use: str, seed: int) -> Sampling:
         """How "es", "grpo" or "eval" decodes, its noise seeded by seed."""
@@ -152,7 +140,6 @@ class Args:
         top_p = self.eval_top_p if use == "eval" else 1.0
         return Sampling(temperature, top_p, self.max_new_tokens, seed, self.rollout_batch)
 
-PASS_KS, MAJ_K = (1, 16, 64), 16
 TABLE_COLUMNS = ("pass@1 pass@16 pass@64 maj@16 entropy heldout_pass@64 sequences tokens "
                  "seconds").split()
 
@@ -173,37 +160,28 @@ def dataclass_parser(cls, prog=None, description=None, only=None, **kwargs):
     return parser
 
 def parse_args(argv=None) -> Args:
-    """Flags override the preset, which overrides the dataclass defaults."""
     parser = dataclass_parser(Args)
     if any(token.split("=")[0] in ("--resume", "--save-every")
            for token in (sys.argv[1:] if argv is None else argv)):
         parser.error("checkpoints and --resume are machinery: python -m scale.train --resume RUN "
                      "(its --save-every)")
-    parser.set_defaults(**PRESETS[parser.parse_known_args(argv)[0].preset])
-    a = Args(**vars(parser.parse_args(argv)))
-    counts = (a.es_prompts, a.grpo_prompts, a.eval_problems, a.max_new_tokens, a.rollout_batch,
-              a.grpo_epochs, a.trajectory_samples)
+    return checked(parser, Args(**vars(parser.parse_args(argv))))
+
+def checked(parser, a: Args) -> Args:
+    """a, with --out's default, once every flag is in range; else one line naming the first that is
+    not (exit 2)."""
+    for f in dataclasses.fields(a):
+        if f.metadata.get("least") is not None and getattr(a, f.name) < f.metadata["least"]:
+            parser.error(f"--{f.name.replace('_', '-')} must be at least {f.metadata['least']}")
     for bad, message in [
-        (a.steps < 1, "--steps must be at least 1"),
         (a.algo in ("grpo-es", "es-grpo") and a.steps < 2,
          "--steps must be at least 2 for two stages"),
-        (a.es_sigma <= 0, "--es-sigma must be positive"),
-        (a.es_alpha < 0 or a.grpo_lr < 0, "--es-alpha and --grpo-lr must not be negative"),
-        (min(a.es_population, a.grpo_group) < 2,
-         "--es-population and --grpo-group must be at least 2"),
+        (a.es_sigma <= 0 or a.grpo_temperature <= 0,
+         "--es-sigma and --grpo-temperature (it divides the logits) must be positive"),
         (a.es_antithetic and a.es_population % 2 == 1,
          "--es-antithetic needs an even --es-population"),
-        (min(a.eval_every, a.grpo_microbatch) < 0,
-         "--eval-every and --grpo-microbatch must not be negative"),
-        (min(counts) < 1, "counts (prompts, problems, tokens, batch, epochs) must be at least 1"),
-        (a.eval_samples < MAJ_K, f"--eval-samples must be at least {MAJ_K} (Maj@{MAJ_K})"),
-        (not a.data and a.eval_problems > EVAL_POOL,
-         f"--eval-problems: the built-in set has {EVAL_POOL}"),
-        (not 1 <= a.heldout_problems <= EVAL_POOL,
-         f"--heldout-problems must be between 1 and {EVAL_POOL}"),
-        (not 0 < a.eval_top_p <= 1, "--eval-top-p must be in (0, 1]"),
-        (a.grpo_temperature <= 0 or a.eval_temperature < 0 or a.es_temperature < 0,
-         "--grpo-temperature must be positive (it divides the logits), the others not negative")]:
+        (a.heldout_problems > EVAL_POOL, f"--heldout-problems: the built-in sets have {EVAL_POOL}"),
+        (not 0 < a.eval_top_p <= 1, "--eval-top-p must be in (0, 1]")]:
         if bad:
             parser.error(message)
     a.out = a.out or f"runs/{a.algo}-s{a.seed}"
@@ -251,7 +229,7 @@ def eos_ids(model, tokenizer) -> list[int]:  # where a completion ends: chat mod
 
 MAX_EXPR_CHARS, MAX_DEPTH, MAX_NUMBER_CHARS = 256, 32, 64
 MAX_BITS = 4096  # of a power's result
-MAX_ANSWER_CHARS, MATH_SECONDS = 512, 2.0  # a math answer math-verify reads, and its time per call
+MAX_ANSWER_CHARS, MATH_SECONDS = 512, 2  # a math answer math-verify reads; whole seconds a call
 EXPRESSION = re.compile(r"[\s0-9+\-*/()]*")  # countdown's alphabet
 PLAIN_MATH = re.compile(r"[\s0-9.+\-*/^()]*")  # a plain math answer's: decimals, signs, powers too
 LONG_NUMBER = re.compile(f"[0-9.]{{{MAX_NUMBER_CHARS + 1},}}")
@@ -351,37 +329,6 @@ def grade(problem: dict, completion: str) -> tuple[float, str]:
         return reward, re.sub(r"\s", "", countdown_answer(completion))
     return MATH(completion, problem["answer"])
 
-def load_problems(path: str, task: str = "auto") -> list[dict]:
-    """JSONL problems, one per line: countdown {numbers, target} or math {question, answer}."""
-    try:
-        lines = Path(path).read_text(encoding="utf-8").splitlines()
-    except (OSError, UnicodeDecodeError) as err:
-        raise BadInput(f"{path}: cannot read ({err.__class__.__name__})")
-    problems = []
-    for number, line in enumerate(lines, 1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except json.JSONDecodeError:
-            raise BadInput(f"{path}:{number}: not valid JSON") from None
-        problems.append(problem_of(record if isinstance(record, dict) else {}, task,
-                                   f"{path}:{number}"))
-    if not problems:
-        raise BadInput(f"{path}: no problems in file")
-    return problems
-
-def problem_of(record: dict, task: str, where: str) -> dict:
-    numbers, target = record.get("numbers"), record.get("target")
-    if (task if task != "auto" else "countdown" if "numbers" in record else "math") == "countdown":
-        if not (type(numbers) is list and numbers
-                and all(type(n) is int for n in [*numbers, target])):
-            raise BadInput(f"{where}: countdown needs 'numbers' (ints) and 'target' (int)")
-        return {"task": "countdown", "numbers": numbers, "target": target}
-    if isinstance(record.get("question"), str) and "answer" in record:
-        return {"task": "math", "question": record["question"], "answer": str(record["answer"])}
-    raise BadInput(f"{where}: math needs 'question' (string) and 'answer'")
-
 CHAT_PROMPTS = {
     "countdown": "Using the numbers {numbers}, each exactly once, with + - * / and parentheses, "
                  "write an expression equal to {target}. Give only the expression inside "
@@ -400,6 +347,17 @@ def prompt_text(problem: dict, tokenizer) -> str:
     content = CHAT_PROMPTS.get(task, CHAT_PROMPTS["math"]).format(**problem)
     return tokenizer.apply_chat_template([{"role": "user", "content": content}], tokenize=False,
                                          add_generation_prompt=True)
+
+def evaluation_sets(args: Args, tokenizer):
+    """(train, eval, held-out families) of the built-in tasks: never overlapping; the eval set is
+    fixed across seeds. run()'s `problems` hook (scale/config.py: data files)."""
+    if args.eval_problems > EVAL_POOL:
+        raise BadInput(f"--eval-problems {args.eval_problems}: the built-in set has {EVAL_POOL}")
+    evaluation = evaluation_pool("countdown", args.eval_split)[:args.eval_problems]
+    train = generate_problems("countdown", 5000, seed=args.seed, exclude=never_trained_on())
+    heldout = {task: evaluation_pool(task, args.eval_split)[:args.heldout_problems]
+               for task in FAMILIES if task != "countdown"}
+    return train, evaluation, heldout
 
 # ----------------------------------------------------------------------------- rollout
 
@@ -601,9 +559,9 @@ class GRPOState:  # what GRPO keeps between steps
     trainer: torch.nn.Module | None = None  # what scale/ backpropagates through (None: the model)
 
 def grpo_step(run: Context, state: GRPOState, problems: list[dict], seed: int) -> dict:
-    """Sample a group of grpo_group completions per prompt, score them, and take grpo_epochs AdamW
-    steps on grpo_loss with the group advantages. run()'s grpo_step hook: scale/grpo.py adds
-    micro-batches, a prompt's keys and values shared by its group, and processes."""
+    """Sample a group of grpo_group completions per prompt, score them, and take one AdamW step on
+    grpo_loss with the group advantages. run()'s grpo_step hook: scale/grpo.py adds micro-batches,
+    a prompt's keys and values shared by its group, processes, and epochs (--grpo-epochs)."""
     args, model = run.args, run.model
     G, temperature = args.grpo_group, args.grpo_temperature
     group = [p for p in problems for _ in range(G)]
@@ -612,17 +570,15 @@ def grpo_step(run: Context, state: GRPOState, problems: list[dict], seed: int) -
                             args.sampling("grpo", seed))
         rewards = score(group, roll.texts)  # (B,)
         advantages = group_advantages(rewards, G, args.grpo_scale_std).to(model.device)  # (B,)
-        sampler = token_logprobs(model, roll, temperature)[0] if args.grpo_epochs > 1 else None
         frozen = token_logprobs(state.reference, roll, temperature)[0] if args.grpo_beta else None
     model.train()
-    for _ in range(args.grpo_epochs):  # one epoch: the ratio is 1, its base needs no forward pass
-        logp, entropy = token_logprobs(model, roll, temperature)  # (B, T) each
-        loss, stats = grpo_loss(logp, logp.detach() if sampler is None else sampler,  # (B, T)
-                                logp.detach() if frozen is None else frozen, advantages,
-                                roll.completion_mask, args.grpo_clip, args.grpo_beta)
-        state.optimizer.zero_grad(set_to_none=True)
-        loss.backward()
-        state.optimizer.step()
+    logp, entropy = token_logprobs(model, roll, temperature)  # (B, T) each
+    loss, stats = grpo_loss(logp, logp.detach(),  # one step on its own samples: the ratio is 1
+                            logp.detach() if frozen is None else frozen, advantages,
+                            roll.completion_mask, args.grpo_clip, args.grpo_beta)
+    state.optimizer.zero_grad(set_to_none=True)
+    loss.backward()
+    state.optimizer.step()
     model.eval()
     grouped = rewards.view(-1, G)  # (prompts, G)
     return {"reward": float(rewards.mean()), "reward_std": float(rewards.std()),
@@ -890,6 +846,7 @@ class Context:
     score_members: Callable = score_members  # scale/population.py: the population in one batch
     grpo_step: Callable = grpo_step  # scale/grpo.py: micro-batches, shared prompts, processes
     folder: RunFolder = field(default_factory=RunFolder)  # run files (scale/runs.py: --resume)
+    problems: Callable = evaluation_sets  # (args, tokenizer) -> problems (scale/config.py: files)
     train: list[dict] = field(default_factory=list)
     evaluation: list[dict] = field(default_factory=list)  # evaluated after each stage
     heldout: dict = field(default_factory=dict)  # task family -> problems (forgetting)
@@ -912,7 +869,7 @@ def prepare(args: Args, hooks: dict) -> Context:
     random.seed(args.seed)
     torch.manual_seed(args.seed)
     model, tokenizer = load_model(args.model, device, args.dtype)  # in eval mode
-    train, evaluation, heldout = evaluation_sets(args, tokenizer)
+    train, evaluation, heldout = hooks.get("problems", evaluation_sets)(args, tokenizer)
     folder.create(args, ranks)
     ranks.log(f"{sum(p.numel() for p in model.parameters()) / 1e6:.2f}M parameters, "
               f"{len(train)} training / {len(evaluation)} eval problems, held out: "
@@ -944,27 +901,6 @@ def train_schedule(run: Context) -> dict:
     ranks.stop()
     return summary
 
-def evaluation_sets(args: Args, tokenizer):
-    """(train, eval, held-out families): never overlapping; the built-in eval set is fixed across
-    seeds."""
-    if args.data:
-        train = load_problems(args.data, args.task)
-        if args.eval_data:
-            evaluation = load_problems(args.eval_data, args.task)
-        else:  # hold out the file's last problems
-            if len(train) < 2:
-                raise BadInput(f"{args.data}: needs 2 problems to hold some out (or --eval-data)")
-            cut = max(1, min(args.eval_problems, len(train) // 5))
-            train, evaluation = train[:-cut], train[-cut:]
-    else:
-        evaluation = evaluation_pool("countdown", args.eval_split)
-        train = generate_problems("countdown", 5000, seed=args.seed, exclude=never_trained_on())
-    trained = train[0]["task"]
-    heldout = {task: evaluation_pool(task, args.eval_split)[:args.heldout_problems]
-               for task in FAMILIES
-               if task != trained and (tokenizer.chat_template is not None or trained != "math")}
-    return train, evaluation[:args.eval_problems], heldout
-
 def measure(run: Context, name: str, cost: dict) -> dict:
     """A stage's row of results: Pass@K and the rest on the evaluation set and on each held-out
     family."""
@@ -994,58 +930,39 @@ def markdown_table(rows: dict[str, dict], columns: list[str], label: str = "mode
 
 # ----------------------------------------------------------------------------- math-verify, bounded
 
-def math_verify_compare(reference: str, prediction: str) -> tuple[bool, bool, str]:
+def latex_compare(reference: str, prediction: str, bounded: bool = True) -> tuple[bool, bool, str]:
     """(found, equal, key): math-verify's last LaTeX answer in prediction, whether it equals
-    reference, and its canonical form for Maj@K (0.5 and \\frac12 both 1/2), unbounded in time
-    (latex_compare bounds it). LaTeX extraction only: math-verify's plain-expression path hands text
-    to sympy's parse_expr, which is eval."""
+    reference, and its canonical form for Maj@K (0.5 and \\frac12 both 1/2). math-verify called
+    as the field calls it, LaTeX only (its plain-expression path hands text to sympy's parse_expr,
+    which is eval), each call bounded by its own timer of MATH_SECONDS. That timer is SIGALRM, which
+    reaches the main thread only: elsewhere this refuses in one line rather than hang
+    (\\boxed{10^{10^{10}}} holds a thread for minutes). scale/verifier.py's worker process reads in
+    any thread (bounded=False: it kills the worker instead)."""
     import logging
     from fractions import Fraction
 
     import sympy
     from math_verify import LatexExtractionConfig, parse, verify
-    logging.getLogger("math_verify").setLevel(logging.ERROR)  # "timeout disabled": callers bound it
-    latex = [LatexExtractionConfig(boxed_match_priority=0)]
+    thread, seconds = threading.current_thread(), math.ceil(MATH_SECONDS) if bounded else None
+    if bounded and thread is not threading.main_thread():
+        raise RuntimeError(f"LaTeX answers are read by math-verify, bounded by a timer that works "
+                           f"on the main thread only, not in {thread.name}: install scale.verifier "
+                           "(a worker process, bounded in any thread)")
+    logging.getLogger("math_verify").setLevel(logging.CRITICAL)  # a timeout: no answer, no line
+    latex, reference = [LatexExtractionConfig(boxed_match_priority=0)], reference[:MAX_ANSWER_CHARS]
     delimited = any(mark in reference for mark in ("$", "\\boxed", "\\(", "\\["))
-    gold = parse(reference if delimited else f"${reference}$", latex, parsing_timeout=None)
-    guess = parse(prediction, latex, parsing_timeout=None)
+    try:
+        gold = parse(reference if delimited else f"${reference}$", latex, parsing_timeout=seconds)
+        guess = parse(prediction[-4 * MAX_ANSWER_CHARS:], latex, parsing_timeout=seconds)
+        equal = bool(gold and guess) and verify(gold, guess, timeout_seconds=seconds)
+    except Exception:  # noqa: BLE001 (a failed parse, MemoryError, RecursionError: no answer)
+        return False, False, ""
     if not guess:
         return False, False, ""
-    equal = bool(gold) and verify(gold, guess, timeout_seconds=None)
     value = guess[0]
     if isinstance(value, (sympy.Integer, sympy.Rational, sympy.Float)) and value.is_finite:
         value = Fraction(int(value.p), int(value.q)) if value.is_Rational else Fraction(str(value))
     return True, bool(equal), "".join(str(value).split())
-
-def latex_compare(reference: str, prediction: str) -> tuple[bool, bool, str]:
-    """math_verify_compare within MATH_SECONDS (SIGALRM, math-verify's own timer: then every 50 ms,
-    as math-verify catches it), "not found" past it or on any error. SIGALRM reaches the main thread
-    only: elsewhere this refuses in one line rather than hang (\\boxed{10^{10^{10}}} holds a thread
-    for minutes); scale/verifier.py bounds a call in any thread, in a worker process."""
-    thread = threading.current_thread()
-    if thread is not threading.main_thread():
-        raise RuntimeError(f"LaTeX answers are read by math-verify, bounded by a timer that works "
-                           f"on the main thread only, not in {thread.name}: install scale.verifier "
-                           "(a worker process, bounded in any thread)")
-    armed = [True]
-    def expire(signum, frame):
-        if armed[0]:
-            raise TimeoutError(f"math-verify took over {MATH_SECONDS} s")
-    previous = signal.signal(signal.SIGALRM, expire)
-    signal.setitimer(signal.ITIMER_REAL, MATH_SECONDS, 0.05)
-    try:
-        try:
-            return math_verify_compare(reference[:MAX_ANSWER_CHARS],
-                                       prediction[-4 * MAX_ANSWER_CHARS:])
-        except Exception:  # noqa: BLE001 (past the bound, a failed parse, MemoryError: no answer)
-            return False, False, ""
-        finally:
-            armed[0] = False  # a signal from here on raises nothing
-    except TimeoutError:  # it came as the call ended, before the line above
-        return False, False, ""
-    finally:
-        signal.setitimer(signal.ITIMER_REAL, 0)
-        signal.signal(signal.SIGALRM, previous)
 
 LATEX = latex_compare  # the hook math_grade calls; scale.verifier.install() puts its worker here
 MATH = math_grade  # the hook grade calls; scale.verifier.install() puts its prose reader here

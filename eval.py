@@ -36,9 +36,10 @@ import numpy as np
 import torch
 
 import es_grpo
-from es_grpo import Args, Context, Sampling, evaluate, evaluation_sets, load_model, log, markdown_table, rollout, score
+from es_grpo import Context, Sampling, evaluate, load_model, log, markdown_table, rollout, score
 from scale import verifier
 from scale.chunks import chunked_rollout
+from scale.config import Args, evaluation_sets, parse_args
 from scale.grpo import grpo_step
 from scale.population import PopulationScorer
 from scale.runs import ResumableFolder
@@ -51,7 +52,8 @@ MODULE_KINDS = (("embeddings", ("embed",)), ("lm_head", ("lm_head",)), ("norms",
 
 
 def parser_for(command: str) -> argparse.ArgumentParser:
-    """The evaluation flags of es_grpo.Args (same names, defaults and help), plus this command's own."""
+    """The evaluation flags of a run (scale/config.py's Args: same names, defaults and help), plus this
+    command's own."""
     parser = es_grpo.dataclass_parser(Args, f"eval.py {command}".strip(), __doc__, only=EVAL_FLAGS,
                                       formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="evals", help="folder for the JSON, markdown and PNG outputs")
@@ -918,7 +920,7 @@ def train_run(out: Path, argv: list[str]) -> dict:
     settings is reused and an interrupted one resumed, so a long reproduction survives a crash, and runs made
     with torchrun -m scale.train into the same folders count too; a run with other settings in `out` is replaced
     (a folder that holds no run is refused, never replaced)."""
-    args = es_grpo.parse_args([*argv, "--out", str(out)])
+    args = parse_args([*argv, "--out", str(out)])
     try:
         saved = json.loads((out / "config.json").read_text())
     except (OSError, ValueError):
@@ -929,7 +931,8 @@ def train_run(out: Path, argv: list[str]) -> dict:
         log(f"reproduce: {out} is done with these settings: reused")
         return json.loads((out / "summary.json").read_text())
     fast = dict(generate=chunked_rollout, grpo_step=grpo_step,  # scale.train's layers on one process;
-                score_members=PopulationScorer("auto"))  # the ES population in one batch where it fits
+                score_members=PopulationScorer("auto"),  # the ES population in one batch where it fits
+                problems=evaluation_sets)  # and data files
     if same and (out / "checkpoint.pt").exists():
         return es_grpo.run(args, **fast, folder=ResumableFolder(resume=str(out)))
     return es_grpo.run(dataclasses.replace(args, overwrite=True), **fast, folder=ResumableFolder())
@@ -944,7 +947,7 @@ def population_sweep(out: Path, argv: list[str], populations: list[int], sequenc
     scaled with N so that every update moves each coordinate by the same random-walk amount: the update's
     per-coordinate noise is about alpha sqrt(N - 1) / N (no signal), so alpha_N = alpha N / sqrt(N - 1) times
     sqrt(N0 - 1) / N0 for the runs' own N0 and alpha. Without it, smaller N would also mean larger steps."""
-    args = es_grpo.parse_args(argv)
+    args = parse_args(argv)
     rows, samples, reference = {}, args.eval_samples, args.es_population / math.sqrt(args.es_population - 1)
     for population in populations:
         steps = max(1, sequences // (population * prompts))
@@ -964,7 +967,7 @@ def grpo_at_gain(out: Path, flags: list[str], seeds: list[int], reach: float) ->
     the path's sequences there, NaN if it never does): the drift comparison that means something holds the
     gain fixed (per step, ES and GRPO drift as their step sizes do).
     {"updates": 0 if unreachable, "models": stage folders, "finals": rows}"""
-    args = es_grpo.parse_args(flags)
+    args = parse_args(flags)
     updates = math.ceil(reach / (args.grpo_prompts * args.grpo_group)) if math.isfinite(reach) else 0
     finals, models = [], []
     for seed in seeds if updates else []:
@@ -986,7 +989,7 @@ def hyperparameter_arms(out: Path, flags: list[str], seeds: list[int], updates: 
     candidate, the best dev Pass@1), and ES with antithetic sampling at the z-scored runs' alpha, each seed for
     `updates` updates. The z-scored arm is the report's ES runs themselves. {arm: [each seed's final row]}, the
     chosen raw alpha, and the dev Pass@1 of each candidate."""
-    alpha, tuning = es_grpo.parse_args(flags).es_alpha, {}
+    alpha, tuning = parse_args(flags).es_alpha, {}
     # dev: the built-in dev split, or with --data the file's last problems (held out from training), never --eval-data
     dev = [flag for i, flag in enumerate(flags)
            if not (flag.startswith("--eval-data") or (i > 0 and flags[i - 1] == "--eval-data"))]
@@ -1043,7 +1046,7 @@ def size_sweeps(out: Path, argv: list[str], populations: list[int], sequences: i
                        [out / "runs" / f"size-{size}"])
         rows = shipped if not shape else population_sweep(out / "runs" / f"size-{size}", [*argv, "--model", model],
                                                           populations, sequences, prompts)
-        count = sum(p.numel() for p in load(model, es_grpo.parse_args(argv))[0].parameters())
+        count = sum(p.numel() for p in load(model, parse_args(argv))[0].parameters())
         record = json.loads((Path(model) / "pretrain.json").read_text())  # a larger model is not always better
         result[size] = {"parameters": count, "pretrain_loss": record.get("final_loss"), "rows": rows}
     table = sizes_table(result)
@@ -1586,9 +1589,9 @@ def reproduction_plan(argv: list[str]) -> Plan | None:
     heldout = [] if quick else ["--eval-problems", str(es_grpo.EVAL_POOL), "--heldout-problems", "20"]
     flags = [*small, *heldout, *run_flags, "--eval-samples", str(samples),
              "--trajectory-samples", "8" if quick else "32"]
-    args = es_grpo.parse_args(flags)  # a bad flag stops here, before any run
+    args = parse_args(flags)  # a bad flag stops here, before any run
     if args.preset == "tiny" and not any(flag.startswith("--grpo-lr") for flag in run_flags):
-        flags, args = [*CALIBRATED_GRPO, *flags], es_grpo.parse_args([*CALIBRATED_GRPO, *flags])
+        flags, args = [*CALIBRATED_GRPO, *flags], parse_args([*CALIBRATED_GRPO, *flags])
     updates = schedules(args, namespace.steps or (4 if quick else 100))
     if "es-grpo" not in parts:  # ES->GRPO enters no verdict
         del updates["es-grpo"]

@@ -32,7 +32,7 @@ import torch
 
 import es_grpo
 from scale.gpu_check import CheckArgs, build
-from scale import population, verifier
+from scale import config, population, verifier
 from scale.grpo import grpo_step
 from scale.population import PopulationScorer
 
@@ -60,7 +60,7 @@ def alternate(commands: dict, repeats: int) -> dict:
 
 def tiny_setup(**overrides):
     model, tokenizer = es_grpo.load_model("")
-    args = dataclasses.replace(es_grpo.parse_args([]), **overrides)
+    args = dataclasses.replace(config.parse_args([]), **overrides)
     problems = es_grpo.generate_problems("countdown", 512, seed=1, exclude=es_grpo.never_trained_on())
     return model.eval(), tokenizer, args, problems
 
@@ -303,7 +303,7 @@ def bench_precision(samples: int = 8) -> list[str]:
     would be off by; GRPO clips its ratio at 1 +- 0.2 (the paper preset)."""
     model, tokenizer = es_grpo.load_model("")
     half = copy.deepcopy(model).to(torch.bfloat16)
-    args = es_grpo.Args()
+    args = config.Args()
     prompts = [es_grpo.prompt_text(p, tokenizer) for p in es_grpo.generate_problems("countdown", 64, seed=3)]
     with torch.no_grad():
         roll = es_grpo.rollout(model, tokenizer, [p for p in prompts for _ in range(samples)],

@@ -25,6 +25,7 @@ import torch
 
 import es_grpo
 from es_grpo import dataclass_parser, flag
+from scale.config import Args
 from scale.grpo import grpo_step
 
 
@@ -149,9 +150,9 @@ def main(argv=None, make_backend=None):
     device = check.device if check.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
     _, tokenizer = es_grpo.load_model("")
     problems = es_grpo.generate_problems("countdown", check.prompts, seed=0)
-    args = es_grpo.Args(es_population=check.population, es_prompts=check.prompts, grpo_prompts=check.prompts,
-                        grpo_group=check.group, max_new_tokens=check.max_new_tokens, rollout_batch=4096,
-                        es_sigma=1.5e-3, es_alpha=2.5e-4, grpo_lr=1e-6)
+    args = Args(es_population=check.population, es_prompts=check.prompts, grpo_prompts=check.prompts,
+                grpo_group=check.group, max_new_tokens=check.max_new_tokens, rollout_batch=4096,
+                es_sigma=1.5e-3, es_alpha=2.5e-4, grpo_lr=1e-6)
     rows = []
     for algo, dtype in (("es", torch.bfloat16), ("grpo", torch.float32)):  # the paper preset's dtypes
         model = build(check, dtype if device != "cpu" else torch.float32, device)

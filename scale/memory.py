@@ -27,7 +27,7 @@ import os
 import torch
 from transformers import AutoConfig, AutoModelForCausalLM, Qwen2Config
 
-from es_grpo import PRESETS
+from scale.config import PRESETS
 
 MODELS = {  # from the hub's config.json of each model
     "Qwen2.5-1.5B-Instruct": dict(hidden_size=1536, intermediate_size=8960, num_hidden_layers=28,

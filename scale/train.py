@@ -28,6 +28,7 @@ from transformers import AutoTokenizer
 import es_grpo
 from scale import memory, verifier
 from scale.chunks import chunked_rollout
+from scale.config import Args, evaluation_sets, parse_args
 from scale.distributed import Torchrun
 from scale.grpo import grpo_step
 from scale.population import MODES, PopulationScorer
@@ -70,10 +71,10 @@ def saved_config(argv: list[str]) -> dict | None:
         return None
 
 
-def engine_length(args: es_grpo.Args, tokenizer) -> int:
+def engine_length(args: Args, tokenizer) -> int:
     """max_model_len for the run: its longest prompt (training, evaluation and held-out problems, in the
     tokenizer's tokens, as the engine receives them) plus --max-new-tokens."""
-    train, evaluation, heldout = es_grpo.evaluation_sets(args, tokenizer)
+    train, evaluation, heldout = evaluation_sets(args, tokenizer)
     problems = [*train, *evaluation, *(p for family in heldout.values() for p in family)]
     prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems]
     ids = tokenizer(prompts, add_special_tokens=tokenizer.chat_template is None)["input_ids"]
@@ -111,7 +112,7 @@ def vllm_engine(parser, config: dict, scale: ScaleArgs, world: int) -> EngineSet
     (vLLM's CPU build) the engine's KV cache is VLLM_CPU_KVCACHE_SPACE GiB of host RAM: set here, if unset, to
     what one whole sequence needs (at least 1 GiB), and checked against the RAM available."""
     model = config["model"] or str(es_grpo.TINY_MODEL)
-    args = es_grpo.Args(**{k: v for k, v in config.items() if k in es_grpo.Args.__dataclass_fields__})
+    args = Args(**{k: v for k, v in config.items() if k in Args.__dataclass_fields__})
     max_len = scale.vllm_max_len or engine_length(args, AutoTokenizer.from_pretrained(model))
     dtype = engine_dtype(config, scale)
     try:
@@ -137,8 +138,9 @@ def vllm_engine(parser, config: dict, scale: ScaleArgs, world: int) -> EngineSet
 
 def main(argv=None, launcher=Torchrun):
     argv = sys.argv[1:] if argv is None else argv
-    parser = dataclass_parser(ScaleArgs, "scale.train", epilog="Every other flag is es_grpo.py's.",
-                              allow_abbrev=False)
+    parser = dataclass_parser(ScaleArgs, "scale.train", allow_abbrev=False, epilog=(
+        "Every other flag is es_grpo.py's (python es_grpo.py --help) or one of scale/config.py's: --data, "
+        "--eval-data, --task, --preset, --grpo-epochs, --grpo-microbatch."))
     saved = saved_config(argv)
     if saved and saved.get("scale"):
         parser.set_defaults(**saved["scale"])
@@ -146,7 +148,7 @@ def main(argv=None, launcher=Torchrun):
     ignored = [token.split("=")[0] for token in rest if token.startswith("--")]
     if scale.resume and ignored:
         parser.error(f"--resume continues a run with its saved flags: {' '.join(ignored)} would be ignored")
-    args = es_grpo.parse_args(rest)
+    args = parse_args(rest, "scale.train")
     config = saved or vars(args)  # the settings this run will actually use
     world = int(os.environ.get("WORLD_SIZE", "1"))
     for bad, message in [
@@ -170,7 +172,8 @@ def main(argv=None, launcher=Torchrun):
     es_weights = generate.es_weights if scale.rollout == "vllm" else None  # ES's members: the engine's weights
     folder = ResumableFolder(scale.resume, scale.save_every)
     return es_grpo.run(args, generate=generate, ranks=ranks, es_weights=es_weights,
-                       score_members=PopulationScorer(scale.es_batched), grpo_step=grpo_step, folder=folder)
+                       score_members=PopulationScorer(scale.es_batched), grpo_step=grpo_step, folder=folder,
+                       problems=evaluation_sets)
 
 
 if __name__ == "__main__":

@@ -27,8 +27,7 @@ import threading
 from fractions import Fraction
 
 import es_grpo
-from es_grpo import (MAX_ANSWER_CHARS, MAX_EXPR_CHARS, BadInput, box_at, boxed, math_verify_compare,
-                     parse_expression)
+from es_grpo import MAX_ANSWER_CHARS, MAX_EXPR_CHARS, BadInput, box_at, boxed, latex_compare, parse_expression
 
 LATEX_MARK = re.compile(r"[\\${}]")  # text after the last of these is plain
 PLAIN_SPAN = re.compile(r"[-+(.0-9][ \t0-9.,+\-*/^()×÷]*")  # a run of plain arithmetic, one line
@@ -146,12 +145,12 @@ def math_verify_worker():  # one JSON request a line in, one answer a line out
     resource.setrlimit(resource.RLIMIT_AS, (4 << 30, 4 << 30))  # a huge power fails, not the host
     logging.disable(logging.WARNING)
     import sympy.physics.units  # noqa: F401 (verify imports it, and its import parses text)
-    math_verify_compare("1", "$1$")
+    latex_compare("1", "$1$", bounded=False)
     builtins.eval, builtins.exec = literals_only(builtins.eval), literals_only(builtins.exec)
     print("ready", flush=True)
     for line in sys.stdin:
         try:
-            answer = math_verify_compare(*json.loads(line))
+            answer = latex_compare(*json.loads(line), bounded=False)
         except Exception:  # a failed parse, MemoryError, RecursionError: no answer
             answer = False, False, ""
         print(json.dumps(answer), flush=True)
@@ -181,8 +180,9 @@ class MathVerifier:
                 return False, False, ""
 
     def start(self):
-        source = "\n".join(inspect.getsource(f) for f in (literals_only, math_verify_compare, math_verify_worker))
-        head = f"import re\nimport sys\nSYMPY_LITERAL = re.compile({SYMPY_LITERAL.pattern!r})\n"
+        source = "\n".join(inspect.getsource(f) for f in (literals_only, latex_compare, math_verify_worker))
+        head = (f"import re\nimport sys\nimport threading\nMAX_ANSWER_CHARS = {MAX_ANSWER_CHARS}\n"
+                f"SYMPY_LITERAL = re.compile({SYMPY_LITERAL.pattern!r})\n")
         program = f"{head}{source}\nmath_verify_worker()"
         self.process = subprocess.Popen([sys.executable, "-c", program], stdin=subprocess.PIPE,
                                         stdout=subprocess.PIPE, text=True)

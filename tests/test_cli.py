@@ -8,7 +8,7 @@ import pytest
 import torch
 
 import es_grpo
-from conftest import GSM8K, ROOT, SMALL_RUN, TINY_RUN, in_process, run_es_grpo, summary_of
+from conftest import GSM8K, ROOT, SMALL_RUN, TINY_RUN, in_process, run_es_grpo, run_scale, summary_of
 
 
 def test_end_to_end_run_writes_summary_metrics_and_loadable_checkpoints(finished_run):
@@ -39,9 +39,8 @@ def test_end_to_end_run_writes_summary_metrics_and_loadable_checkpoints(finished
 
 
 def test_paper_preset_resolves_the_papers_settings(tmp_path):
-    sys.path.insert(0, str(ROOT))
-    import es_grpo
-    args = es_grpo.parse_args(["--preset", "paper", "--es-population", "16"])
+    from scale.config import parse_args
+    args = parse_args(["--preset", "paper", "--es-population", "16"])
     assert (args.es_population, args.es_sigma, args.es_alpha, args.es_prompts) == (16, 1.5e-3, 2.5e-4, 64)
     assert (args.grpo_group, args.grpo_lr, args.grpo_beta, args.grpo_clip, args.eval_temperature) == \
         (8, 1e-6, 1e-3, 0.2, 0.6)
@@ -53,18 +52,31 @@ def test_paper_preset_resolves_the_papers_settings(tmp_path):
     (["--grpo-lr", "-1"], "--grpo-lr"),
     (["--steps", "0"], "--steps"),
     (["--algo", "ppo"], "--algo"),
-    (["--preset", "huge"], "--preset"),
     (["--eval-samples", "8"], "--eval-samples"),
     (["--save-every", "-1"], "--save-every"),
     (["--steps", "ten"], "--steps"),
     (["--no-such-flag", "1"], "--no-such-flag"),
     (["--grpo-temperature", "0"], "--grpo-temperature"),
-    (["--grpo-microbatch", "-2"], "--grpo-microbatch"),
+    (["--eval-problems", "501"], "--eval-problems 501: the built-in set has 500"),
     (["--resume", "runs/x"], "python -m scale.train --resume"),  # checkpoints are scale/'s
+    (["--data", "x.jsonl"], "unrecognized arguments: --data"),  # data files are scale.train's
     (["--device", "cuda:99"], "--device cuda:99: not usable here"),  # no such GPU, here or anywhere
 ])
 def test_invalid_flags_exit_2_before_any_work(flags, message, tmp_path):
     result = run_es_grpo(*flags, "--out", str(tmp_path / "never"))
+    assert result.returncode == 2 and len(result.stderr.splitlines()) == 1 and message in result.stderr
+    assert not (tmp_path / "never").exists()
+
+
+@pytest.mark.parametrize("flags, message", [
+    (["--preset", "huge"], "--preset"),
+    (["--grpo-microbatch", "-2"], "--grpo-microbatch"),
+    (["--grpo-epochs", "0"], "--grpo-epochs"),
+    (["--es-population", "1"], "--es-population must be at least 2"),  # es_grpo.py's checks hold too
+    (["--data", str(ROOT / "no-such.jsonl")], "no-such.jsonl: cannot read"),
+])
+def test_scale_trains_flags_exit_2_before_any_work(flags, message, tmp_path):
+    result = run_scale(*flags, "--out", str(tmp_path / "never"))
     assert result.returncode == 2 and len(result.stderr.splitlines()) == 1 and message in result.stderr
     assert not (tmp_path / "never").exists()
 
@@ -109,8 +121,8 @@ def test_countdown_jsonl_data_and_a_chat_template_model_from_local_files(tmp_pat
     countdown = tmp_path / "countdown.jsonl"
     countdown.write_text("".join(json.dumps({"numbers": [a, 2, 3], "target": a + 5}) + "\n" for a in range(10)))
     out = tmp_path / "countdown"
-    result = run_es_grpo(*TINY_RUN, "--model", str(tmp_path / "chat"), "--data", str(countdown), "--out", str(out),
-                         "--max-new-tokens", "4")
+    result = run_scale(*TINY_RUN, "--model", str(tmp_path / "chat"), "--data", str(countdown), "--out", str(out),
+                       "--max-new-tokens", "4")
     assert result.returncode == 0, result.stderr[-2000:]
     summary = json.loads((out / "summary.json").read_text())
     assert [s["name"] for s in summary["stages"]] == ["base", "grpo", "es"]
@@ -224,7 +236,7 @@ def test_a_bpe_chat_model_with_bos_and_an_end_of_turn_token_end_to_end(tmp_path)
     data = tmp_path / "gsm8k.jsonl"
     data.write_text("".join(json.dumps(record) + "\n" for record in GSM8K * 4))
     out = tmp_path / "run"
-    result = run_es_grpo(*SMALL_RUN, "--model", str(tmp_path / "chat"), "--data", str(data), "--out", str(out))
+    result = run_scale(*SMALL_RUN, "--model", str(tmp_path / "chat"), "--data", str(data), "--out", str(out))
     assert result.returncode == 0, result.stderr[-2000:]
     assert [s["name"] for s in summary_of(out)] == ["base", "grpo", "es"]
     assert "held out: countdown, add, sort" in result.stdout  # a chat model is asked every family

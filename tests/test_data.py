@@ -3,8 +3,8 @@ import json
 import pytest
 
 import es_grpo
-from conftest import SMALL_RUN, countdown_file, run_es_grpo, summary_of
-from es_grpo import load_problems
+from conftest import SMALL_RUN, countdown_file, run_es_grpo, run_scale, summary_of
+from scale.config import load_problems
 from tiny_model.tasks import problem_key
 
 
@@ -78,17 +78,18 @@ def test_tokenizer_without_pad_token_is_handled(tmp_path):
 def test_bad_data_or_model_exits_2_with_one_line_leaves_nothing_and_the_retry_just_works(tmp_path):
     data, out = tmp_path / "train.jsonl", tmp_path / "run"
     data.write_text('{"numbers": [1, 2, 3], "target": 6}\n{oops\n')
-    for flags, message in [(["--data", str(data)], f"{data}:2: not valid JSON"),
-                           (["--data", str(tmp_path / "nowhere.jsonl")], "nowhere.jsonl: cannot read"),
-                           (["--model", str(tmp_path / "typo")], "typo: no such folder"),
-                           (["--model", str(tmp_path)], "has no config.json")]:
-        refused = run_es_grpo(*SMALL_RUN, "--algo", "es", *flags, "--out", str(out))
+    for command, flags, message in [
+            (run_scale, ["--data", str(data)], f"{data}:2: not valid JSON"),  # data files: scale.train's
+            (run_scale, ["--data", str(tmp_path / "nowhere.jsonl")], "nowhere.jsonl: cannot read"),
+            (run_es_grpo, ["--model", str(tmp_path / "typo")], "typo: no such folder"),
+            (run_scale, ["--model", str(tmp_path)], "has no config.json")]:
+        refused = command(*SMALL_RUN, "--algo", "es", *flags, "--out", str(out))
         said = refused.stderr.splitlines()
         assert refused.returncode == 2 and len(said) == 1 and said[0].startswith("error: ")
         assert message in refused.stderr and "Traceback" not in refused.stderr
         assert not out.exists()  # nothing written: the same command works once the input is fixed
     countdown_file(data, 12)
-    fixed = run_es_grpo(*SMALL_RUN, "--algo", "es", "--data", str(data), "--out", str(out))
+    fixed = run_scale(*SMALL_RUN, "--algo", "es", "--data", str(data), "--out", str(out))
     assert fixed.returncode == 0, fixed.stderr[-2000:]
     assert "Loading weights" not in fixed.stdout + fixed.stderr  # transformers' bars are silenced
     assert (out / "summary.json").exists()
@@ -97,10 +98,10 @@ def test_bad_data_or_model_exits_2_with_one_line_leaves_nothing_and_the_retry_ju
 def test_eval_data_and_task_choose_the_problems(tmp_path):
     train, evaluation = countdown_file(tmp_path / "train.jsonl", 10), countdown_file(tmp_path / "eval.jsonl", 3, 50)
     out = tmp_path / "run"
-    result = run_es_grpo(*SMALL_RUN, "--algo", "es", "--steps", "1", "--eval-problems", "5", "--data", str(train),
+    result = run_scale(*SMALL_RUN, "--algo", "es", "--steps", "1", "--eval-problems", "5", "--data", str(train),
                          "--eval-data", str(evaluation), "--task", "countdown", "--out", str(out))
     assert result.returncode == 0, result.stderr[-2000:]
     assert "10 training / 3 eval problems" in result.stdout  # all of --data trains; --eval-data evaluates
     assert len(summary_of(out)[0]["correct"]) == 3
-    as_math = run_es_grpo(*SMALL_RUN, "--data", str(train), "--task", "math", "--out", str(tmp_path / "never"))
+    as_math = run_scale(*SMALL_RUN, "--data", str(train), "--task", "math", "--out", str(tmp_path / "never"))
     assert as_math.returncode == 2 and "train.jsonl:1: math needs 'question'" in as_math.stderr

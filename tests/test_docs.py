@@ -122,7 +122,7 @@ def test_every_documented_entry_point_starts_in_a_fresh_interpreter(tmp_path):
 
 def test_every_documented_run_gives_flags_that_parse(monkeypatch):
     """The flags of each es_grpo.py and scale.train run the docs show (a hub id or CUDA included: only parsed)."""
-    from scale import train
+    from scale import config, train
     monkeypatch.setattr(sys, "argv", ["scale.train"])
     checked = 0
     for doc, command in documented_commands():
@@ -132,11 +132,12 @@ def test_every_documented_run_gives_flags_that_parse(monkeypatch):
         if "--resume" in flags:  # its folder's config would be read: only what comes beside it is parsed
             at = flags.index("--resume")
             flags = flags[:at] + flags[at + 1 + (at + 1 < len(flags) and not flags[at + 1].startswith("--")):]
+        parse = es_grpo.parse_args
         if "scale.train" in command:
             parser = es_grpo.dataclass_parser(train.ScaleArgs, "scale.train", allow_abbrev=False)
-            _, rest = parser.parse_known_args(flags)
-            flags = rest
-        result = in_process(lambda argv: es_grpo.parse_args(argv), *flags)
+            _, flags = parser.parse_known_args(flags)
+            parse = config.parse_args
+        result = in_process(lambda argv: parse(argv), *flags)
         assert result.returncode == 0, f"{doc}: {command}\n{result.stderr}"
         checked += 1
     assert checked >= 10

@@ -58,6 +58,7 @@ def test_microbatched_grpo_step_accumulates_the_same_gradient(tiny):
     """scale/grpo.py's step, whole and in micro-batches of 8 rows (each group's prompt run once), takes
     es_grpo.grpo_step's step (one forward pass of every row) up to float rounding, with its statistics."""
     import copy
+    from scale.config import Args
     from scale.grpo import grpo_step
     model, tokenizer = tiny
     problems = es_grpo.generate_problems("countdown", 4, seed=3)
@@ -65,7 +66,7 @@ def test_microbatched_grpo_step_accumulates_the_same_gradient(tiny):
     for step_of, microbatch in ((es_grpo.grpo_step, 0), (grpo_step, 0), (grpo_step, 8)):
         policy = copy.deepcopy(model)
         optimizer = torch.optim.SGD(policy.parameters(), lr=1.0)  # the step is the gradient itself
-        args = es_grpo.Args(grpo_prompts=4, grpo_group=4, grpo_microbatch=microbatch)
+        args = Args(grpo_prompts=4, grpo_group=4, grpo_microbatch=microbatch)
         run = Context(args, policy, tokenizer)
         stats = step_of(run, GRPOState(optimizer, copy.deepcopy(model)), problems, seed=0)
         results.append((stats, [p.detach() - q.detach() for p, q in zip(policy.parameters(), model.parameters())]))
@@ -108,16 +109,18 @@ def test_a_grpo_step_raises_the_log_probability_of_better_completions_and_lowers
 
 
 def test_more_than_one_grpo_epoch_reuses_the_sampling_policy_and_clips(fresh_tiny):
-    """With --grpo-epochs 2 the second pass compares against the policy that sampled (ratio != 1, clipping
-    can engage); with one epoch the ratio is 1 by construction."""
+    """With scale.train's --grpo-epochs 2 the second pass compares against the policy that sampled (ratio != 1,
+    clipping can engage); with one epoch (es_grpo.py's step) the ratio is 1 by construction."""
+    from scale.config import Args
+    from scale.grpo import grpo_step
     model, tokenizer = fresh_tiny
     problems = es_grpo.generate_problems("countdown", 4, seed=3)
     clipped = {}
     for epochs in (1, 2):
         trained = copy.deepcopy(model)
         optimizer = torch.optim.AdamW(trained.parameters(), lr=1e-2)
-        args = es_grpo.Args(grpo_prompts=4, grpo_group=4, grpo_epochs=epochs, grpo_beta=0.0)
+        args = Args(grpo_prompts=4, grpo_group=4, grpo_epochs=epochs, grpo_beta=0.0)
         run = es_grpo.Context(args, trained, tokenizer)
-        step = es_grpo.grpo_step(run, es_grpo.GRPOState(optimizer, None), problems, seed=0)
+        step = grpo_step(run, es_grpo.GRPOState(optimizer, None), problems, seed=0)
         clipped[epochs] = step["clip_frac"]
     assert clipped[1] == 0.0 and clipped[2] > 0.0

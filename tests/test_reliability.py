@@ -185,9 +185,8 @@ def test_overwrite_replaces_a_finished_run_and_a_refused_overwrite_keeps_it(tmp_
     (out / "notes.txt").write_text("mine")
     again = run_es_grpo(*SMALL_RUN, "--algo", "es", "--steps", "1", "--out", str(out))
     assert again.returncode == 2 and "--overwrite" in again.stderr and (out / "notes.txt").exists()
-    broken = tmp_path / "broken.jsonl"
-    broken.write_text("{")
-    refused = run_es_grpo(*SMALL_RUN, "--algo", "es", "--data", str(broken), "--overwrite", "--out", str(out))
+    typo = ["--model", str(tmp_path / "typo")]
+    refused = run_es_grpo(*SMALL_RUN, "--algo", "es", *typo, "--overwrite", "--out", str(out))
     assert refused.returncode == 2 and (out / "notes.txt").exists()  # a bad input never costs a saved run
     replaced = run_es_grpo(*SMALL_RUN, "--algo", "grpo", "--steps", "1", "--overwrite", "--out", str(out))
     assert replaced.returncode == 0, replaced.stderr[-2000:]

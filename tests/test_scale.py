@@ -18,7 +18,7 @@ from safetensors.torch import load_file
 import es_grpo
 from conftest import ROOT, in_process
 
-from scale import gpu_check, train  # noqa: E402
+from scale import config, gpu_check, train  # noqa: E402
 from scale.population import PopulationScorer  # noqa: E402
 from scale.runs import ResumableFolder  # noqa: E402
 from scale.vllm_rollout import EngineSettings, completions_to_rollout  # noqa: E402
@@ -304,7 +304,7 @@ def test_the_engine_gets_what_the_trainer_leaves_and_what_cannot_fit_is_refused(
     from transformers import Qwen2Config
 
     def settings(model, *flags, max_len=256 + 1024, gpu="NVIDIA H100 80GB HBM3", **scale_flags):
-        run = vars(es_grpo.parse_args(["--preset", "paper", *flags]))
+        run = vars(config.parse_args(["--preset", "paper", *flags]))
         scale = train.ScaleArgs(**{"rollout": "vllm", **scale_flags})
         return train.engine_settings(run, scale, 8, (80e9 / memory.GB, gpu), Qwen2Config(**memory.MODELS[model]),
                                      max_len)
@@ -351,7 +351,7 @@ def test_the_engine_is_as_long_as_the_run_needs_and_its_groups_wait_dist_timeout
     """max_model_len: the run's longest prompt in tokens plus --max-new-tokens (not the model's context);
     vLLM's own process groups get --dist-timeout (both are LLM(...) arguments in vLLM 0.33.0)."""
     _, tokenizer = tiny
-    args = es_grpo.parse_args(["--max-new-tokens", "12"])
+    args = config.parse_args(["--max-new-tokens", "12"])
     longest = max(len(es_grpo.prompt_text(p, tokenizer)) for p in es_grpo.evaluation_pool("countdown"))
     assert longest + 12 <= train.engine_length(args, tokenizer) <= longest + 12 + 8  # characters: one token each
     arguments = EngineSettings("m", "bfloat16", 0.5, 80, 16384, 1024, 3, 42).arguments()

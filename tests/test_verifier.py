@@ -257,26 +257,28 @@ HOSTILE_MATH = {  # LaTeX answers that are slow or huge to read: each is killed 
 
 
 @pytest.fixture(params=["es_grpo", "worker"])
-def bounded(request, monkeypatch):
-    """math_grade's LATEX hook as es_grpo.py leaves it (math-verify under a SIGALRM timer, main thread) and as
-    scale/verifier.py installs it (a worker process, started here: its start is not an answer's), with
-    MATH_SECONDS at 0.3 s."""
-    monkeypatch.setattr(es_grpo, "MATH_SECONDS", 0.3)
+def bounded(request, monkeypatch) -> float:
+    """math_grade's LATEX hook as es_grpo.py leaves it (math-verify as the field calls it, each call under its
+    own SIGALRM timer of MATH_SECONDS, whole seconds: here 1) and as scale/verifier.py installs it (a worker
+    process killed past MATH_SECONDS, here 0.3 s; started here: its start is not an answer's); the bound on
+    one answer: two timed calls (the answer's parse and verify; the reference's is short) or the kill."""
     if request.param == "worker":
+        monkeypatch.setattr(es_grpo, "MATH_SECONDS", 0.3)
         verifier.MATH_VERIFY.compare("1", "$1$")
         monkeypatch.setattr(es_grpo, "LATEX", verifier.MATH_VERIFY.compare)
-    else:
-        monkeypatch.setattr(es_grpo, "LATEX", es_grpo.latex_compare)
-    return request.param
+        return 0.3
+    monkeypatch.setattr(es_grpo, "MATH_SECONDS", 1)
+    monkeypatch.setattr(es_grpo, "LATEX", es_grpo.latex_compare)
+    return 2.0
 
 
 @pytest.mark.parametrize("name", HOSTILE_MATH)
 def test_hostile_math_answers_end_within_the_bound(name, bounded):
-    """Every call returns a reward within MATH_SECONDS (here 0.3 s) of wall time, whatever the LaTeX."""
+    """Every call returns a reward within its bound (see bounded) of wall time, whatever the LaTeX."""
     start = time.monotonic()
     reward = math_reward(HOSTILE_MATH[name], "6")
     elapsed = time.monotonic() - start
-    assert reward in (0.0, 0.1, 1.0) and elapsed < 0.3 + 0.3, f"{elapsed:.2f} s"
+    assert reward in (0.0, 0.1, 1.0) and elapsed < bounded + 0.3, f"{elapsed:.2f} s"
 
 
 def test_off_the_main_thread_es_grpo_refuses_and_the_worker_is_bounded(monkeypatch):
@@ -323,7 +325,7 @@ def test_the_workers_eval_runs_no_text_but_sympy_literals(monkeypatch):
         parse_expr("__import__('os').getpid()")
     assert ran == []
     assert sympy.Number("12") == 12 and sympy.Number("0.25") == sympy.Float("0.25")
-    assert es_grpo.math_verify_compare("x \\leq 5", "$5 \\geq x$")[1]  # relations: sympy's generated code
+    assert es_grpo.latex_compare("x \\leq 5", "$5 \\geq x$", bounded=False)[1]  # relations: sympy's generated code
 
 
 def test_what_reaches_sympys_eval_is_a_literal(monkeypatch):
@@ -337,7 +339,7 @@ def test_what_reaches_sympys_eval_is_a_literal(monkeypatch):
     cheap += [HOSTILE_MATH[name] for name in ("text", "signs")]
     answers = [(c, a) for c, a, _ in MATH_CASES] + [(text, "6") for text in cheap]
     for completion, answer in answers:
-        es_grpo.math_verify_compare(answer, completion[-2048:])
+        es_grpo.latex_compare(answer, completion, bounded=False)
     assert seen and all(isinstance(code, str) and verifier.SYMPY_LITERAL.fullmatch(code) for code in seen), [
         code for code in seen if not (isinstance(code, str) and verifier.SYMPY_LITERAL.fullmatch(code))][:3]
 

@@ -1,0 +1,94 @@
+"""The settings and inputs of full-size runs: es_grpo.py's flags plus data files, presets and the flags
+of scale/grpo.py's step. es_grpo.py trains on the tiny model's built-in tasks; `python -m scale.train`,
+eval.py and the bench parse these flags (parse_args) and read problems from JSONL files (the `problems`
+hook of es_grpo.run: evaluation_sets).
+"""
+from __future__ import annotations
+
+import json
+from dataclasses import dataclass
+from pathlib import Path
+
+import es_grpo
+from es_grpo import BadInput, dataclass_parser, flag
+
+PRESETS = {
+    "tiny": {},
+    "paper": dict(es_population=32, es_sigma=1.5e-3, es_alpha=2.5e-4, es_prompts=64, es_temperature=0.0,
+                  grpo_prompts=64, grpo_group=8, grpo_lr=1e-6, grpo_temperature=1.0, grpo_clip=0.2,
+                  grpo_beta=1e-3, max_new_tokens=1024, rollout_batch=512, eval_problems=500),
+}
+
+
+@dataclass
+class Args(es_grpo.Args):
+    """Every hyperparameter of a run; each field is a command-line flag."""
+
+    data: str = flag("", "training problems, JSONL (empty: the built-in task generator)")
+    eval_data: str = flag("", "evaluation problems, JSONL (empty: held out from --data)")
+    task: str = flag("auto", "task of --data (auto: by its fields)", ("auto", "countdown", "math"))
+    preset: str = flag("tiny", "defaults: tiny (CPU, shipped model) or paper", tuple(PRESETS))
+    grpo_epochs: int = flag(1, "optimizer steps per rollout batch")
+    grpo_microbatch: int = flag(0, "rows per forward pass, whole groups (0: all)")
+
+
+def parse_args(argv=None, prog=None) -> Args:
+    """Flags override the preset, which overrides the dataclass defaults; es_grpo.py's checks, and these
+    flags'."""
+    parser = dataclass_parser(Args, prog)
+    parser.set_defaults(**PRESETS[parser.parse_known_args(argv)[0].preset])
+    args = es_grpo.checked(parser, Args(**vars(parser.parse_args(argv))))
+    if args.grpo_epochs < 1 or args.grpo_microbatch < 0:
+        parser.error("--grpo-epochs must be at least 1, --grpo-microbatch not negative")
+    return args
+
+
+def evaluation_sets(args: Args, tokenizer):
+    """(train, eval, held-out families): with --data, its problems (the file's last ones evaluated unless
+    --eval-data), else es_grpo.py's built-in tasks; never overlapping."""
+    if not args.data:
+        return es_grpo.evaluation_sets(args, tokenizer)
+    train = load_problems(args.data, args.task)
+    if args.eval_data:
+        evaluation = load_problems(args.eval_data, args.task)
+    else:  # hold out the file's last problems
+        if len(train) < 2:
+            raise BadInput(f"{args.data}: needs 2 problems to hold some out (or --eval-data)")
+        cut = max(1, min(args.eval_problems, len(train) // 5))
+        train, evaluation = train[:-cut], train[-cut:]
+    trained = train[0]["task"]
+    heldout = {task: es_grpo.evaluation_pool(task, args.eval_split)[:args.heldout_problems]
+               for task in es_grpo.FAMILIES  # a chat model is asked any family; the tiny model not math's
+               if task != trained and (tokenizer.chat_template is not None or trained != "math")}
+    return train, evaluation[:args.eval_problems], heldout
+
+
+def load_problems(path: str, task: str = "auto") -> list[dict]:
+    """JSONL problems, one per line: countdown {numbers, target} or math {question, answer}."""
+    try:
+        lines = Path(path).read_text(encoding="utf-8").splitlines()
+    except (OSError, UnicodeDecodeError) as err:
+        raise BadInput(f"{path}: cannot read ({err.__class__.__name__})") from None
+    problems = []
+    for number, line in enumerate(lines, 1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except json.JSONDecodeError:
+            raise BadInput(f"{path}:{number}: not valid JSON") from None
+        problems.append(problem_of(record if isinstance(record, dict) else {}, task, f"{path}:{number}"))
+    if not problems:
+        raise BadInput(f"{path}: no problems in file")
+    return problems
+
+
+def problem_of(record: dict, task: str, where: str) -> dict:
+    numbers, target = record.get("numbers"), record.get("target")
+    if (task if task != "auto" else "countdown" if "numbers" in record else "math") == "countdown":
+        if not (type(numbers) is list and numbers and all(type(n) is int for n in [*numbers, target])):
+            raise BadInput(f"{where}: countdown needs 'numbers' (ints) and 'target' (int)")
+        return {"task": "countdown", "numbers": numbers, "target": target}
+    if isinstance(record.get("question"), str) and "answer" in record:
+        return {"task": "math", "question": record["question"], "answer": str(record["answer"])}
+    raise BadInput(f"{where}: math needs 'question' (string) and 'answer'")
