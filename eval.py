@@ -1972,8 +1972,9 @@ def plot_curves(out: Path, curves: dict, k_max: int):
 
 def plot_paths(out: Path, runs: dict, k: int, matched: dict | None = None, frontier: dict | None = None):
     """Each schedule's path (mean over seeds and problems, bars: 95% over seeds), the GRPO models trained to
-    ES's Pass@1 (claim 1's matched comparison) and, in the (Pass@1, Pass@K) plane, the frontier runs' paths
-    (other learning rates and alphas). Decoding: the evaluation's (temperature, samples per problem)."""
+    ES's Pass@1 (claim 1's matched comparison) and, against Pass@1, the frontier runs' paths (other learning
+    rates and alphas): Pass@K and token entropy, the two things claim 1 compares at matched Pass@1. Decoding:
+    the evaluation's (temperature, samples per problem)."""
     paths = {name: path_arrays(run["paths"], k) for name, run in runs.items()}
     extra = {name: path_arrays(run["paths"], k) for name, run in (frontier or {}).items()}
 
@@ -1989,23 +1990,26 @@ def plot_paths(out: Path, runs: dict, k: int, matched: dict | None = None, front
             axes[0, 0].errorbar(p1, pk, xerr=e1, yerr=ek, **style)
             axes[0, 1].errorbar(path["sequences"], p1, yerr=e1, **style)
             axes[1, 0].errorbar(path["sequences"], pk, yerr=ek, **style)
-            axes[1, 1].errorbar(path["seconds"], p1, yerr=e1, **style)
+            axes[1, 1].errorbar(p1, *spread(path["entropy"][:, :, None]), xerr=e1, **style)
         for index, (name, path) in enumerate(extra.items(), len(paths)):
-            axes[0, 0].plot(spread(path["pass@1"])[0], spread(path[f"pass@{k}"])[0], marker=".", ls="--", lw=1,
-                            color=f"C{index}", label=name)
+            for row, key in ((0, f"pass@{k}"), (1, "entropy")):
+                values = path[key] if key != "entropy" else path[key][:, :, None]
+                axes[row, row].plot(spread(path["pass@1"])[0], spread(values)[0], marker=".", ls="--", lw=1,
+                                    color=f"C{index}", label=name)
         if matched and matched["finals"]:
             n = runs["es"]["config"]["eval_samples"]
             ends = [finals_array(matched["finals"], n, kk).mean(1) for kk in (1, k)]  # (seeds,) each
             half = [1.96 * e.std(ddof=1) / np.sqrt(len(e)) if len(e) > 1 else 0.0 for e in ends]
             axes[0, 0].errorbar(ends[0].mean(), ends[1].mean(), xerr=half[0], yerr=half[1], marker="D", color="k",
                                 capsize=2, label=f"GRPO trained to ES's Pass@1 ({matched['updates']} updates)")
+            axes[1, 1].plot(ends[0].mean(), np.mean([row["entropy"] for row in matched["finals"]]), "kD")
         base = paths["es"]
         axes[0, 0].plot(base["pass@1"].mean((1, 2))[:1], base[f"pass@{k}"].mean((1, 2))[:1], "k*", ms=10,
                         label="base")
         axes[0, 0].set(xlabel="Pass@1", ylabel=f"Pass@{k}", title="paths in the (Pass@1, Pass@K) plane")
         axes[0, 1].set(xscale="symlog", xlabel="sequences generated", ylabel="Pass@1")
         axes[1, 0].set(xscale="symlog", xlabel="sequences generated", ylabel=f"Pass@{k}")
-        axes[1, 1].set(xlabel="training seconds (this machine)", ylabel="Pass@1")
+        axes[1, 1].set(xlabel="Pass@1", ylabel="token entropy (nats)", title="entropy against Pass@1")
         axes[0, 0].legend(fontsize=6)
 
     data = {name: {key: value.mean(tuple(range(1, value.ndim))).tolist() for key, value in path.items()}
@@ -2184,7 +2188,8 @@ def matched_section(evidence: Evidence) -> list[str]:
         "*Each schedule's path, mean over seeds and problems, bars 95% over seeds; black diamond: the GRPO models "
         "trained to ES's Pass@1 (claim 1's matched comparison); dashed: claim 1's frontier runs (other learning "
         f"rates and alphas); trajectory points decoded at temperature {config['eval_temperature']:g}, "
-        f"{config['trajectory_samples']} samples per problem; compute: sequences generated and training seconds.*",
+        f"{config['trajectory_samples']} samples per problem (each stage's end: {config['eval_samples']}); "
+        "entropy: the model's full-vocabulary token entropy on those samples; compute: sequences generated.*",
         "",
         markdown_table(fair, list(next(iter(fair.values()))), "comparison"), ""]
 
