@@ -6,7 +6,7 @@ hook of es_grpo.run: evaluation_sets).
 from __future__ import annotations
 
 import json
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import es_grpo
@@ -28,19 +28,22 @@ class Args(es_grpo.Args):
     eval_data: str = flag("", "evaluation problems, JSONL (empty: held out from --data)")
     task: str = flag("auto", "task of --data (auto: by its fields)", ("auto", "countdown", "math"))
     preset: str = flag("tiny", "defaults: tiny (CPU, shipped model) or paper", tuple(PRESETS))
-    grpo_epochs: int = flag(1, "optimizer steps per rollout batch")
-    grpo_microbatch: int = flag(0, "rows per forward pass, whole groups (0: all)")
+    grpo_epochs: int = flag(1, "optimizer steps per rollout batch", least=1)
+    grpo_microbatch: int = flag(0, "rows per forward pass, whole groups (0: all)", least=0)
 
 
 def parse_args(argv=None, prog=None) -> Args:
-    """Flags override the preset, which overrides the dataclass defaults; es_grpo.py's checks, and these
-    flags'."""
+    """Flags override the preset, which overrides the dataclass defaults; es_grpo.py's checks read every
+    field's range, these too."""
     parser = dataclass_parser(Args, prog)
     parser.set_defaults(**PRESETS[parser.parse_known_args(argv)[0].preset])
-    args = es_grpo.checked(parser, Args(**vars(parser.parse_args(argv))))
-    if args.grpo_epochs < 1 or args.grpo_microbatch < 0:
-        parser.error("--grpo-epochs must be at least 1, --grpo-microbatch not negative")
-    return args
+    return es_grpo.checked(parser, Args(**vars(parser.parse_args(argv))))
+
+
+def own_flags() -> list[str]:
+    """The flags this file adds to es_grpo.py's."""
+    base = {f.name for f in fields(es_grpo.Args)}
+    return [f"--{f.name.replace('_', '-')}" for f in fields(Args) if f.name not in base]
 
 
 def evaluation_sets(args: Args, tokenizer):

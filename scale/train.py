@@ -28,7 +28,7 @@ from transformers import AutoTokenizer
 import es_grpo
 from scale import memory, verifier
 from scale.chunks import chunked_rollout
-from scale.config import Args, evaluation_sets, parse_args
+from scale.config import Args, evaluation_sets, own_flags, parse_args
 from scale.distributed import Torchrun
 from scale.grpo import grpo_step
 from scale.population import MODES, PopulationScorer
@@ -139,8 +139,8 @@ def vllm_engine(parser, config: dict, scale: ScaleArgs, world: int) -> EngineSet
 def main(argv=None, launcher=Torchrun):
     argv = sys.argv[1:] if argv is None else argv
     parser = dataclass_parser(ScaleArgs, "scale.train", allow_abbrev=False, epilog=(
-        "Every other flag is es_grpo.py's (python es_grpo.py --help) or one of scale/config.py's: --data, "
-        "--eval-data, --task, --preset, --grpo-epochs, --grpo-microbatch."))
+        "Every other flag is es_grpo.py's (python es_grpo.py --help) or one of scale/config.py's: "
+        + ", ".join(own_flags()) + "."))
     saved = saved_config(argv)
     if saved and saved.get("scale"):
         parser.set_defaults(**saved["scale"])
