@@ -820,6 +820,7 @@ class RunFolder:
 
     def create(self, args: Args, ranks):  # every input read: the folder, with config.json
         out = Path(args.out)
+        ranks.barrier()  # every process has looked (open) before the main one writes
         if ranks.is_main:
             shutil.rmtree(out, ignore_errors=True)
             out.mkdir(parents=True)

@@ -6,6 +6,7 @@ import shutil
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 import pytest
@@ -223,3 +224,34 @@ def test_es_grpo_resumed_at_the_stage_boundary_ends_as_the_uninterrupted_run(tmp
     a, b = (load_file(tmp_path / run / "stage2-grpo" / "model.safetensors") for run in ("whole", "cut"))
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert summary_of(tmp_path / "whole") == summary_of(tmp_path / "cut")
+
+
+class ThreadRank(es_grpo.OneProcess):
+    """One of two ranks, run as threads that share a barrier."""
+    def __init__(self, rank: int, barrier: threading.Barrier):
+        self.rank, self.world_size, self.is_main, self.shared = rank, 2, rank == 0, barrier
+
+    def barrier(self):
+        self.shared.wait(timeout=20)
+
+
+def test_the_reference_folder_is_made_once_every_rank_has_looked(tmp_path):
+    """es_grpo.RunFolder on two ranks (es_grpo.run with scale's ranks, as tests/dist_jobs.py's engine job runs
+    it): a rank that reaches open() late must not find the folder the main rank has just made and refuse it as
+    "run folder exists" (what a loaded CI machine did). Rank 1 looks only once rank 0 waits in create."""
+    args, barrier, failures = es_grpo.Args(out=str(tmp_path / "run")), threading.Barrier(2), []
+
+    def rank_run(rank: int):
+        ranks, folder = ThreadRank(rank, barrier), es_grpo.RunFolder()
+        try:
+            while rank == 1 and barrier.n_waiting == 0:
+                time.sleep(0.01)
+            folder.create(folder.open(args, ranks), ranks)
+        except BaseException as err:  # BadInput is a SystemExit; reported below
+            failures.append(f"rank {rank}: {err}")
+            barrier.abort()
+    threads = [threading.Thread(target=rank_run, args=(rank,)) for rank in (0, 1)]
+    [thread.start() for thread in threads]
+    [thread.join(timeout=60) for thread in threads]
+    assert not failures, failures
+    assert json.loads((tmp_path / "run" / "config.json").read_text())["out"] == args.out
