@@ -14,12 +14,8 @@ GRPO->ES schedule.
 
 Sections follow the paper: config, model, task and verifier, rollout, Pass@K, GRPO, ES,
 schedule, run; math-verify's time bound last. This is the simplest honest form of each; scale/
-fills run()'s hooks (Context) with what long, fast or many-GPU runs need, each shown by a test to
-give the same result: chunks (chunks.py), the ES population in one batch (population.py), GRPO's
-micro-batches, shared prompts and epochs (grpo.py), checkpoints and --resume (runs.py), data
-files and presets (config.py), prose math answers bounded in any thread (verifier.py), processes
-(distributed.py), vLLM (vllm_rollout.py); `python -m scale.train` runs them all. This file
-imports nothing from scale/.
+fills run()'s hooks (Context) with what long, fast or many-GPU runs need, each shown by a test
+to give the same result (scale/README.md). This file imports nothing from scale/.
 
 Deliberate departures from the paper (the tiny defaults unless marked; scale.train's --preset
 paper restores the paper's settings):
@@ -50,7 +46,6 @@ import math
 import os
 import random
 import re
-import shutil
 import sys
 import threading
 import time
@@ -100,7 +95,6 @@ class Args:
     algo: str = flag("grpo-es", "schedule: ES, GRPO, or both in turn", SCHEDULES)
     steps: int = flag(200, "total updates; two-stage schedules split them evenly", least=1)
     out: str = flag("", "run folder (empty: runs/ALGO-sSEED)")
-    overwrite: bool = flag(False, "replace an existing run folder")
     seed: int = flag(0, "seed of everything random")
     device: str = flag("auto", "cpu, cuda, ... (auto: cuda if available)")
     dtype: str = flag("float32", "weights dtype (ES's update stays fp32)", DTYPES)
@@ -161,10 +155,6 @@ def dataclass_parser(cls, prog=None, description=None, only=None, **kwargs):
 
 def parse_args(argv=None) -> Args:
     parser = dataclass_parser(Args)
-    if any(token.split("=")[0] in ("--resume", "--save-every")
-           for token in (sys.argv[1:] if argv is None else argv)):
-        parser.error("checkpoints and --resume are machinery: python -m scale.train --resume RUN "
-                     "(its --save-every)")
     return checked(parser, Args(**vars(parser.parse_args(argv))))
 
 def checked(parser, a: Args) -> Args:
@@ -803,27 +793,22 @@ class OneProcess:
 ONE_PROCESS = OneProcess()
 
 class RunFolder:
-    """run()'s `folder` hook: where a run's files go. Here --out is made afresh once every input has
-    been read; an existing one is refused, unless --overwrite and it holds a run (config.json: a
-    folder this file made), and the run writes as it goes: config.json, metrics.jsonl, a model per
-    stage, summary.json. scale/runs.py adds checkpoints, --resume and a lock."""
+    """run()'s `folder` hook: where a run's files go. Here --out is made once every input has been
+    read, never over a folder that holds anything, and the run writes as it goes: config.json,
+    metrics.jsonl, a model per stage, summary.json. scale/runs.py adds checkpoints, --resume,
+    --overwrite and a lock."""
     def open(self, args: Args, ranks) -> Args:  # before anything is loaded: the args to run
         out = Path(args.out)
         if out.exists() and (not out.is_dir() or any(out.iterdir())):
-            if not args.overwrite:
-                raise BadInput(f"--out {out}: run folder exists; --overwrite replaces it "
-                               f"(python -m scale.train --resume {out} continues it)")
-            if not (out / "config.json").is_file():
-                raise BadInput(f"--out {out}: holds no run (no config.json); --overwrite replaces "
-                               "only a run folder")
+            raise BadInput(f"--out {out}: exists; python -m scale.train --resume {out} continues a "
+                           "run, --overwrite replaces one")
         return args
 
     def create(self, args: Args, ranks):  # every input read: the folder, with config.json
         out = Path(args.out)
         ranks.barrier()  # every process has looked (open) before the main one writes
         if ranks.is_main:
-            shutil.rmtree(out, ignore_errors=True)
-            out.mkdir(parents=True)
+            out.mkdir(parents=True, exist_ok=True)  # or empty
             (out / "config.json").write_text(json.dumps(dataclasses.asdict(args), indent=2))
         ranks.barrier()
 
@@ -933,12 +918,11 @@ def markdown_table(rows: dict[str, dict], columns: list[str], label: str = "mode
 
 def latex_compare(reference: str, prediction: str, bounded: bool = True) -> tuple[bool, bool, str]:
     """(found, equal, key): math-verify's last LaTeX answer in prediction, whether it equals
-    reference, and its canonical form for Maj@K (0.5 and \\frac12 both 1/2). math-verify called
-    as the field calls it, LaTeX only (its plain-expression path hands text to sympy's parse_expr,
-    which is eval), each call bounded by its own timer of MATH_SECONDS. That timer is SIGALRM, which
-    reaches the main thread only: elsewhere this refuses in one line rather than hang
-    (\\boxed{10^{10^{10}}} holds a thread for minutes). scale/verifier.py's worker process reads in
-    any thread (bounded=False: it kills the worker instead)."""
+    reference, and its canonical form for Maj@K (0.5 and \\frac12 both 1/2). LaTeX only (the
+    plain path hands text to sympy's parse_expr, which is eval), each call bounded by math-verify's
+    own SIGALRM timer of MATH_SECONDS, which reaches the main thread only: elsewhere this refuses
+    in one line, never hangs (\\boxed{10^{10^{10}}} holds a thread for minutes). scale/verifier.py's
+    worker runs it in any thread (bounded=False: the worker is killed instead)."""
     import logging
     from fractions import Fraction
 

@@ -1,5 +1,5 @@
-"""The settings and inputs of full-size runs: es_grpo.py's flags plus data files, presets and the flags
-of scale/grpo.py's step. es_grpo.py trains on the tiny model's built-in tasks; `python -m scale.train`,
+"""The settings and inputs of full-size runs: es_grpo.py's flags plus data files, presets, --overwrite and
+the flags of scale/grpo.py's step. es_grpo.py trains on the tiny model's built-in tasks; `python -m scale.train`,
 eval.py and the bench parse these flags (parse_args) and read problems from JSONL files (the `problems`
 hook of es_grpo.run: evaluation_sets).
 """
@@ -28,6 +28,7 @@ class Args(es_grpo.Args):
     eval_data: str = flag("", "evaluation problems, JSONL (empty: held out from --data)")
     task: str = flag("auto", "task of --data (auto: by its fields)", ("auto", "countdown", "math"))
     preset: str = flag("tiny", "defaults: tiny (CPU, shipped model) or paper", tuple(PRESETS))
+    overwrite: bool = flag(False, "replace an existing run folder (one a run made)")
     grpo_epochs: int = flag(1, "optimizer steps per rollout batch", least=1)
     grpo_microbatch: int = flag(0, "rows per forward pass, whole groups (0: all)", least=0)
 

@@ -58,7 +58,13 @@ class ResumableFolder(RunFolder):
 
     def open(self, args: Args, ranks) -> Args:
         """With --resume: the saved config, with the last checkpoint kept and the lock held; else args as given,
-        once --out is known to be free (or --overwrite given)."""
+        once --out is known to be free, or to hold a run and --overwrite given (create replaces it)."""
+        out = Path(args.out)
+        if not self.resume and getattr(args, "overwrite", False):  # scale/config.py's flag
+            if out.exists() and (not out.is_dir() or any(out.iterdir())) and not (out / "config.json").is_file():
+                raise BadInput(f"--out {out}: holds no run (no config.json); --overwrite replaces only a "
+                               "run folder")
+            return args  # create() replaces a run folder, unless a live run holds it
         if not self.resume:
             return super().open(args, ranks)
         folder = Path(self.resume)

@@ -58,7 +58,8 @@ def test_paper_preset_resolves_the_papers_settings(tmp_path):
     (["--no-such-flag", "1"], "--no-such-flag"),
     (["--grpo-temperature", "0"], "--grpo-temperature"),
     (["--eval-problems", "501"], "--eval-problems 501: the built-in set has 500"),
-    (["--resume", "runs/x"], "python -m scale.train --resume"),  # checkpoints are scale/'s
+    (["--resume", "runs/x"], "unrecognized arguments: --resume"),  # checkpoints are scale.train's
+    (["--overwrite"], "unrecognized arguments: --overwrite"),  # and so is replacing a run
     (["--data", "x.jsonl"], "unrecognized arguments: --data"),  # data files are scale.train's
     (["--device", "cuda:99"], "--device cuda:99: not usable here"),  # no such GPU, here or anywhere
 ])

@@ -1,5 +1,5 @@
 """Run folders: crash-safe checkpoints, exact resumption and locks (scale/runs.py, through python -m scale.train);
-the reference's own folder (es_grpo.RunFolder); determinism; degenerate signals."""
+the reference's own folder (es_grpo.RunFolder) and --overwrite; determinism; degenerate signals."""
 import json
 import os
 import shutil
@@ -179,52 +179,33 @@ def test_a_run_that_fails_in_this_process_leaves_its_folder_free_to_resume(tmp_p
 
 
 def test_overwrite_replaces_a_finished_run_and_a_refused_overwrite_keeps_it(tmp_path):
-    """es_grpo.py's own run folder: --overwrite replaces a run, after every input was read, and never a folder
-    that holds no run."""
+    """es_grpo.py never writes into a folder that holds anything; scale.train's --overwrite replaces a run,
+    after every input was read, and never a folder that holds no run."""
     out = tmp_path / "run"
     assert run_es_grpo(*SMALL_RUN, "--algo", "es", "--steps", "1", "--out", str(out)).returncode == 0
     (out / "notes.txt").write_text("mine")
-    again = run_es_grpo(*SMALL_RUN, "--algo", "es", "--steps", "1", "--out", str(out))
-    assert again.returncode == 2 and "--overwrite" in again.stderr and (out / "notes.txt").exists()
+    for runner in (run_es_grpo, run_scale):
+        again = runner(*SMALL_RUN, "--algo", "es", "--steps", "1", "--out", str(out))
+        assert again.returncode == 2 and "--overwrite" in again.stderr and (out / "notes.txt").exists()
     typo = ["--model", str(tmp_path / "typo")]
-    refused = run_es_grpo(*SMALL_RUN, "--algo", "es", *typo, "--overwrite", "--out", str(out))
+    refused = run_scale(*SMALL_RUN, "--algo", "es", *typo, "--overwrite", "--out", str(out))
     assert refused.returncode == 2 and (out / "notes.txt").exists()  # a bad input never costs a saved run
-    replaced = run_es_grpo(*SMALL_RUN, "--algo", "grpo", "--steps", "1", "--overwrite", "--out", str(out))
+    replaced = run_scale(*SMALL_RUN, "--algo", "grpo", "--steps", "1", "--overwrite", "--out", str(out))
     assert replaced.returncode == 0, replaced.stderr[-2000:]
     assert not (out / "notes.txt").exists() and [s["name"] for s in summary_of(out)] == ["base", "grpo"]
     assert json.loads((out / "config.json").read_text())["algo"] == "grpo"
     mine = tmp_path / "mine"  # a folder no run made: never replaced, --overwrite or not
     mine.mkdir()
     (mine / "thesis.tex").write_text("years of work")
-    for runner in (run_es_grpo, run_scale):
-        refused = runner(*SMALL_RUN, "--algo", "es", "--steps", "1", "--overwrite", "--out", str(mine))
-        assert refused.returncode == 2 and "holds no run" in refused.stderr and (mine / "thesis.tex").exists()
-
-
-def test_es_grpo_resumed_at_the_stage_boundary_ends_as_the_uninterrupted_run(tmp_path, monkeypatch):
-    """Interrupted just after the ES stage ended (its checkpoint says: stage 1 done, no stage state), then
-    resumed: GRPO starts fresh from the ES weights, as in the uninterrupted run."""
-    flags = [*SMALL_RUN, "--algo", "es-grpo"]
-    assert run_scale(*flags, "--out", str(tmp_path / "whole")).returncode == 0
-    train_stage = es_grpo.train_stage
-
-    def stop_before_grpo(run, stage, *args):
-        if stage.name == "grpo":
-            raise KeyboardInterrupt
-        return train_stage(run, stage, *args)
-
-    monkeypatch.setattr(es_grpo, "train_stage", stop_before_grpo)
-    with pytest.raises(KeyboardInterrupt):
-        run_scale(*flags, "--out", str(tmp_path / "cut"))
-    checkpoint = torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=False)
-    assert checkpoint["stage"] == 1 and checkpoint["stage_state"] is None
-    monkeypatch.setattr(es_grpo, "train_stage", train_stage)
-    resumed = run_scale("--resume", str(tmp_path / "cut"))
-    assert resumed.returncode == 0 and "after update 1" in resumed.stdout
-    a, b = (load_file(tmp_path / run / "stage2-grpo" / "model.safetensors") for run in ("whole", "cut"))
-    assert all(torch.equal(a[k], b[k]) for k in a)
-    assert summary_of(tmp_path / "whole") == summary_of(tmp_path / "cut")
-
+    for flags in ([], ["--overwrite"]):
+        runner = run_scale if flags else run_es_grpo
+        refused = runner(*SMALL_RUN, "--algo", "es", "--steps", "1", *flags, "--out", str(mine))
+        assert refused.returncode == 2 and (mine / "thesis.tex").exists()
+        assert ("holds no run" if flags else "exists") in refused.stderr
+        assert len(refused.stderr.strip().splitlines()) == 1
+    empty = tmp_path / "empty"  # an empty folder is no one's work: a run may go there
+    empty.mkdir()
+    assert run_es_grpo(*SMALL_RUN, "--algo", "es", "--steps", "1", "--out", str(empty)).returncode == 0
 
 class ThreadRank(es_grpo.OneProcess):
     """One of two ranks, run as threads that share a barrier."""
