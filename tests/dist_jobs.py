@@ -71,7 +71,7 @@ def engine_run(argv: list[str], at: str):
     """As vLLM 0.33.0 with external_launcher: creating the engine joins a process group of its own, with the
     timeout LLM(...) is given (EngineSettings: --dist-timeout, here ENGINE_TIMEOUT), and its shutdown
     destroys the default process group too (EngineCore.shutdown -> cleanup_dist_env_and_memory)."""
-    created, timeout = [], int(os.environ.get("ENGINE_TIMEOUT", "10"))
+    created, timeout = [], int(os.environ.get("ENGINE_TIMEOUT", "60"))  # ranks late under load: not a fault
     settings = EngineSettings("", "float32", 0.5, 64, 8192, 256, 0, timeout).arguments()
 
     def make_engine():
