@@ -207,6 +207,32 @@ def test_overwrite_replaces_a_finished_run_and_a_refused_overwrite_keeps_it(tmp_
     empty.mkdir()
     assert run_es_grpo(*SMALL_RUN, "--algo", "es", "--steps", "1", "--out", str(empty)).returncode == 0
 
+
+def test_es_grpo_resumed_at_the_stage_boundary_ends_as_the_uninterrupted_run(tmp_path, monkeypatch):
+    """Interrupted just after the ES stage ended (its checkpoint says: stage 1 done, no stage state), then
+    resumed: GRPO starts fresh from the ES weights, as in the uninterrupted run."""
+    flags = [*SMALL_RUN, "--algo", "es-grpo"]
+    assert run_scale(*flags, "--out", str(tmp_path / "whole")).returncode == 0
+    train_stage = es_grpo.train_stage
+
+    def stop_before_grpo(run, stage, *args):
+        if stage.name == "grpo":
+            raise KeyboardInterrupt
+        return train_stage(run, stage, *args)
+
+    monkeypatch.setattr(es_grpo, "train_stage", stop_before_grpo)
+    with pytest.raises(KeyboardInterrupt):
+        run_scale(*flags, "--out", str(tmp_path / "cut"))
+    checkpoint = torch.load(tmp_path / "cut" / "checkpoint.pt", weights_only=False)
+    assert checkpoint["stage"] == 1 and checkpoint["stage_state"] is None
+    monkeypatch.setattr(es_grpo, "train_stage", train_stage)
+    resumed = run_scale("--resume", str(tmp_path / "cut"))
+    assert resumed.returncode == 0 and "after update 1" in resumed.stdout
+    a, b = (load_file(tmp_path / run / "stage2-grpo" / "model.safetensors") for run in ("whole", "cut"))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    assert summary_of(tmp_path / "whole") == summary_of(tmp_path / "cut")
+
+
 class ThreadRank(es_grpo.OneProcess):
     """One of two ranks, run as threads that share a barrier."""
     def __init__(self, rank: int, barrier: threading.Barrier):
