@@ -808,7 +808,7 @@ class RunFolder:
         out = Path(args.out)
         ranks.barrier()  # every process has looked (open) before the main one writes
         if ranks.is_main:
-            out.mkdir(parents=True, exist_ok=True)  # or empty
+            out.mkdir(parents=True, exist_ok=True)  # it may be there, empty (open)
             (out / "config.json").write_text(json.dumps(dataclasses.asdict(args), indent=2))
         ranks.barrier()
 
