@@ -801,7 +801,7 @@ class RunFolder:
         out = Path(args.out)
         if out.exists() and (not out.is_dir() or any(out.iterdir())):
             raise BadInput(f"--out {out}: exists; python -m scale.train --resume {out} continues a "
-                           "run, --overwrite replaces one")
+                           "run, --overwrite replaces one (never a folder that holds no run)")
         return args
 
     def create(self, args: Args, ranks):  # every input read: the folder, with config.json

@@ -59,14 +59,9 @@ class ResumableFolder(RunFolder):
     def open(self, args: Args, ranks) -> Args:
         """With --resume: the saved config, with the last checkpoint kept and the lock held; else args as given,
         once --out is known to be free, or to hold a run and --overwrite given (create replaces it)."""
-        out = Path(args.out)
-        if not self.resume and getattr(args, "overwrite", False):  # scale/config.py's flag
-            if out.exists() and (not out.is_dir() or any(out.iterdir())) and not (out / "config.json").is_file():
-                raise BadInput(f"--out {out}: holds no run (no config.json); --overwrite replaces only a "
-                               "run folder")
-            return args  # create() replaces a run folder, unless a live run holds it
-        if not self.resume:
-            return super().open(args, ranks)
+        if not self.resume:  # --overwrite (scale/config.py's) of a run folder: create() replaces it
+            replaced = getattr(args, "overwrite", False) and (Path(args.out) / "config.json").is_file()
+            return args if replaced else super().open(args, ranks)
         folder = Path(self.resume)
         try:
             saved = json.loads((folder / "config.json").read_text())
