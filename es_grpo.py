@@ -8,14 +8,12 @@ GRPO->ES schedule.
     python es_grpo.py                        # CPU, no network: GRPO then ES on the tiny model
     python es_grpo.py --algo es --steps 100 --seed 1 --out runs/es-s1
     python -m scale.train --resume runs/es-s1    # the same, resumable and faster (scale/)
-    python -m scale.train --model Qwen/Qwen2.5-1.5B-Instruct --data gsm8k_train.jsonl \\
-        --preset paper --device cuda             # data files and presets: scale/config.py
+    python es_grpo.py --model models/SmolLM2-135M-Instruct --task add   # from scale/real_model.py
     torchrun --nproc_per_node=8 -m scale.train ...   # many GPUs: these functions, through hooks
 
-Sections follow the paper: config, model, task and verifier, rollout, Pass@K, GRPO, ES,
-schedule, run; math-verify's time bound last. This is the simplest honest form of each; scale/
-fills run()'s hooks (Context) with what long, fast or many-GPU runs need, each shown by a test
-to give the same result (scale/README.md). This file imports nothing from scale/.
+Sections follow the paper: config, model, task and verifier, rollout, Pass@K, GRPO, ES, schedule,
+run; math-verify's time bound last. Each idea in its simplest honest form; scale/ fills run()'s
+hooks (Context) for long, fast or many-GPU runs, each tested to give the same result.
 
 Deliberate departures from the paper (the tiny defaults unless marked; scale.train's --preset
 paper restores the paper's settings):
@@ -63,7 +61,7 @@ from safetensors import SafetensorError
 from tqdm import tqdm
 from transformers import AutoModelForCausalLM, AutoTokenizer, DynamicCache
 
-from tiny_model.tasks import (ARITHMETIC, EVAL_POOL, FAMILIES, SPLIT_SEEDS,  # the tiny model's data
+from tiny_model.tasks import (ARITHMETIC, EVAL_POOL, HELDOUT, SPLIT_SEEDS,  # built-in tasks' data
                               evaluation_pool, generate_problems, never_trained_on)  # (departure 1)
 
 TINY_MODEL = Path(inspect.getfile(generate_problems)).resolve().parent  # a copy of this file too
@@ -86,6 +84,7 @@ def flag(default, help, choices=None, least=None):  # least: the smallest value 
     return field(default=default, metadata={"help": help, "choices": choices, "least": least})
 
 SCHEDULES, DTYPES = ("es", "grpo", "grpo-es", "es-grpo"), ("float32", "bfloat16", "float16")
+TASKS = ("auto", *HELDOUT)  # built-in tasks: two-digit sums (add) for chat models (README)
 PASS_KS, MAJ_K = (1, 16, 64), 16
 
 @dataclass
@@ -93,6 +92,7 @@ class Args:
     """Every hyperparameter of a run; each field is a command-line flag."""
     model: str = flag("", "model folder or hub id (empty: the shipped tiny model)")
     algo: str = flag("grpo-es", "schedule: ES, GRPO, or both in turn", SCHEDULES)
+    task: str = flag("auto", "built-in task (auto: countdown; add, for chat models)", TASKS)
     steps: int = flag(200, "total updates; two-stage schedules split them evenly", least=1)
     out: str = flag("", "run folder (empty: runs/ALGO-sSEED)")
     seed: int = flag(0, "seed of everything random")
@@ -158,8 +158,7 @@ def parse_args(argv=None) -> Args:
     return checked(parser, Args(**vars(parser.parse_args(argv))))
 
 def checked(parser, a: Args) -> Args:
-    """a, with --out's default, once every flag is in range; else one line naming the first that is
-    not (exit 2)."""
+    """a with --out's default, every flag in range; else one line naming the first that is not."""
     for f in dataclasses.fields(a):
         if f.metadata.get("least") is not None and getattr(a, f.name) < f.metadata["least"]:
             parser.error(f"--{f.name.replace('_', '-')} must be at least {f.metadata['least']}")
@@ -212,10 +211,9 @@ def eos_ids(model, tokenizer) -> list[int]:  # where a completion ends: chat mod
                    tokenizer.eos_token_id} - {None})
 
 # ----------------------------------------------------------------------------- task and verifier
-# Rewards as in the paper: 1.0 correct, 0.1 a final answer that is wrong, 0 no final answer. Model
-# text is parsed, never run: arithmetic by Python's ast over a whitelist of nodes, bounded in
-# length and nesting (microseconds a call); LaTeX by math-verify, the field's answer checker (TRL,
-# open-r1), within MATH_SECONDS. scale/verifier.py reads prose answers too and bounds any thread.
+# Rewards as in the paper: 1.0 correct, 0.1 a wrong final answer, 0 none. Model text is parsed,
+# never run: arithmetic by Python's ast over a whitelist of nodes, bounded in length and nesting;
+# LaTeX by math-verify (TRL's, open-r1's checker) within MATH_SECONDS. scale/verifier.py: prose.
 
 MAX_EXPR_CHARS, MAX_DEPTH, MAX_NUMBER_CHARS = 256, 32, 64
 MAX_BITS = 4096  # of a power's result
@@ -294,14 +292,26 @@ def boxed(text: str) -> str | None:  # the last \boxed{...}'s content; None if t
     start = text.rfind("\\boxed{")
     return None if start < 0 else box_at(text, start)[0]
 
+def plain_number(text: str) -> str:
+    """text's last number if it is a word of its own (sentence marks, $ and * around it allowed),
+    outside LaTeX math and not left of an '='; "" if it sits in LaTeX (a fraction, root, interval,
+    power, $...$ or \\(...\\)) or an equation: declined, never read from inside."""
+    found = list(NUMBER.finditer(text))
+    start, end = found[-1].span() if found else (0, 0)
+    before = re.search(r"[^\s=]*$", text[:start])[0]  # the number's word, up to it
+    outside = text[:start - len(before)]
+    math = outside.count("$") % 2 or re.search(r"\\[(\[](?!.*\\[)\]])", outside, re.S)
+    alone = re.fullmatch(r"[$*]*", before) and re.match(r"[.,;:!?*$]*(\s|$)", text[end:])
+    return found[-1][0] if found and alone and not math and "=" not in text[end:] else ""
+
 def math_grade(completion: str, answer: str) -> tuple[float, str]:
     """(reward, Maj@K key) of a math completion. Its final answer, the last \\boxed{...} or else the
     last number, against the reference's (after a GSM8K solution's "####"): plain numbers by value,
     the rest by math-verify (LATEX): \\frac12 = 0.5. scale/verifier.py's grader reads prose too."""
     reference, mine = answer.rsplit("####", 1)[-1].strip(), boxed(completion)
-    bare = mine is None
+    bare = not mine  # an empty \boxed{} is no answer: the plain one then
     if bare:
-        mine = next(iter(NUMBER.findall(completion[-MAX_ANSWER_CHARS:])[-1:]), "")
+        mine = plain_number(completion[-MAX_ANSWER_CHARS:])
     if not mine:
         return 0.0, ""
     ours, theirs = (parse_expression(text, plain_math=True) for text in (mine, reference))
@@ -339,14 +349,15 @@ def prompt_text(problem: dict, tokenizer) -> str:
                                          add_generation_prompt=True)
 
 def evaluation_sets(args: Args, tokenizer):
-    """(train, eval, held-out families) of the built-in tasks: never overlapping; the eval set is
+    """(train, eval, held-out families) of the built-in task: never overlapping; the eval set is
     fixed across seeds. run()'s `problems` hook (scale/config.py: data files)."""
     if args.eval_problems > EVAL_POOL:
         raise BadInput(f"--eval-problems {args.eval_problems}: the built-in set has {EVAL_POOL}")
-    evaluation = evaluation_pool("countdown", args.eval_split)[:args.eval_problems]
-    train = generate_problems("countdown", 5000, seed=args.seed, exclude=never_trained_on())
-    heldout = {task: evaluation_pool(task, args.eval_split)[:args.heldout_problems]
-               for task in FAMILIES if task != "countdown"}
+    task = args.task if args.task != "auto" else "add" if tokenizer.chat_template else "countdown"
+    evaluation = evaluation_pool(task, args.eval_split)[:args.eval_problems]
+    train = generate_problems(task, 5000, seed=args.seed, exclude=never_trained_on())
+    heldout = {family: evaluation_pool(family, args.eval_split)[:args.heldout_problems]
+               for family in HELDOUT[task]}
     return train, evaluation, heldout
 
 # ----------------------------------------------------------------------------- rollout
@@ -396,9 +407,8 @@ def sample_tokens(logits, temperature, top_p, uniform):
 def rollout(model, tokenizer, prompts: list[str], sampling: Sampling = Sampling(),
             first_row: int = 0, total_rows: int | None = None) -> Rollout:
     """Sample completions with a KV cache until EOS (greedy by default). prompts: rows first_row..
-    of total_rows, which share a generator seeded by sampling.seed: a row gets the same noise
-    whichever process decodes it, and every ES member the same noise. The signature is the contract
-    of run()'s generate hook (scale/: chunks of batch_size rows, or vLLM)."""
+    of total_rows, sharing a generator seeded by sampling.seed: a row's noise is the same on any
+    process and for every ES member. The generate hook's contract (scale/: decode.py, vLLM)."""
     drawn = slice(first_row, first_row + len(prompts))  # these rows' draws
     device = next(model.parameters()).device
     encoded = tokenizer(prompts, padding=True, return_tensors="pt",
@@ -498,9 +508,8 @@ def evaluate(run: Context, problems: list[dict], ks=PASS_KS, maj_ks=(MAJ_K,),
                      "correct": correct.sum(1).tolist()}  # per problem: curves, intervals (eval.py)
 
 def sample_and_grade(run: Context, rows: list[dict], progress: bool) -> list[dict]:
-    """Each chunk of rollout_batch rows' rewards, Maj@K keys, entropy and token sums, in row
-    order; the chunks, each seeded by its first row, dealt out among processes: the same results
-    as one process."""
+    """Each chunk of rollout_batch rows' rewards, Maj@K keys, entropy and token sums, in row order;
+    chunks seeded by their first row and dealt out among processes: one process's results."""
     size, sampling = run.args.rollout_batch, run.args.sampling("eval", run.args.seed)
     prompts = [prompt_text(p, run.tokenizer) for p in rows]
     scored = []  # what is kept of each chunk this process decodes
@@ -528,10 +537,9 @@ def group_advantages(rewards: torch.Tensor, group: int, scale_std: bool = True) 
     return centred.masked_fill(constant, 0.0).flatten()  # (B,)
 
 def grpo_loss(logp, old_logp, ref_logp, advantages, mask, clip: float, beta: float, tokens=None):
-    """(loss, statistics): the clipped surrogate plus beta * k3 KL to the reference, mean over
-    completion tokens (the paper's GRPO objective); statistics {"kl", "clip_frac"}, floats, masked
-    means of the k3 KL and of the tokens whose ratio left [1 - clip, 1 + clip]. logp, old_logp,
-    ref_logp, mask: (B, T); advantages: (B,); tokens: the divisor (default: mask's count)."""
+    """(loss, statistics): the paper's GRPO objective, clipped surrogate plus beta * k3 KL to the
+    reference, mean over completion tokens; statistics: the k3 KL's and clipped tokens' masked means
+    (kl, clip_frac). logp, old_logp, ref_logp, mask: (B, T); advantages: (B,); tokens: divisor."""
     ratio = torch.exp(logp - old_logp)  # (B, T)
     adv = advantages.unsqueeze(1)  # (B, 1)
     surrogate = torch.minimum(ratio * adv, ratio.clamp(1 - clip, 1 + clip) * adv)  # (B, T)
@@ -626,10 +634,9 @@ def binary_entropy(p: torch.Tensor) -> torch.Tensor:
     return -(torch.xlogy(p, p) + torch.xlogy(1 - p, 1 - p))
 
 def js_succ(success: torch.Tensor) -> float:
-    """Verifier-projected JS diversity h(mean_i p_i) - mean_i h(p_i) (the paper's JS_succ), averaged
-    over problems; success: (N members, problems) success probabilities. es_step logs it of greedy
-    0/1 successes as `disagreement` (how split members are on a prompt): JS_succ needs p_i
-    (eval.py diversity)."""
+    """The paper's JS_succ, h(mean_i p_i) - mean_i h(p_i), averaged over problems; success: (N
+    members, problems) success probabilities. es_step logs it of greedy 0/1 successes as
+    `disagreement`, how split members are on a prompt (JS_succ needs p_i: eval.py diversity)."""
     return float((binary_entropy(success.mean(0)) - binary_entropy(success).mean(0)).mean())
 
 @dataclass
@@ -669,10 +676,9 @@ def es_step(run: Context, state: ESState, problems: list[dict], seed: int) -> di
 
 def score_members(run: Context, state: ESState, problems: list[dict], seeds: list[int],
                   seed: int) -> tuple[dict, dict]:
-    """Every member's reward, tokens and entropy sum, (N,), and problems solved, (N, P); and the
-    eps drawn that es_update may reuse, by (seed, tensor index): here none, each member set in the
-    weights in turn. run()'s score_members hook: scale/population.py decodes the population in one
-    batch, and shares the members out among processes."""
+    """Every member's reward, tokens and entropy sum, (N,), problems solved, (N, P), and the eps
+    drawn that es_update may reuse, by (seed, tensor index): here none, members set in turn. The
+    score_members hook: scale/population.py decodes them in one batch, over processes."""
     scores = new_scores(len(seeds), len(problems))
     prompts = [prompt_text(p, run.tokenizer) for p in problems]
     for member, member_seed in enumerate(seeds):
@@ -793,10 +799,9 @@ class OneProcess:
 ONE_PROCESS = OneProcess()
 
 class RunFolder:
-    """run()'s `folder` hook: where a run's files go. Here --out is made once every input has been
-    read, never over a folder that holds anything, and the run writes as it goes: config.json,
-    metrics.jsonl, a model per stage, summary.json. scale/runs.py adds checkpoints, --resume,
-    --overwrite and a lock."""
+    """run()'s `folder` hook: where a run's files go: --out, made once every input is read, never
+    over a folder that holds anything; config.json, metrics.jsonl, a model per stage, summary.json.
+    scale/runs.py adds checkpoints, --resume, --overwrite and a lock."""
     def open(self, args: Args, ranks) -> Args:  # before anything is loaded: the args to run
         out = Path(args.out)
         if out.exists() and (not out.is_dir() or any(out.iterdir())):
@@ -888,8 +893,7 @@ def train_schedule(run: Context) -> dict:
     return summary
 
 def measure(run: Context, name: str, cost: dict) -> dict:
-    """A stage's row of results: Pass@K and the rest on the evaluation set and on each held-out
-    family."""
+    """A stage's results: Pass@K and the rest on the evaluation set and each held-out family."""
     result = evaluate(run, run.evaluation) | {f"heldout_{task}": evaluate(run, problems)
                                               for task, problems in run.heldout.items()}
     k = max(k for k in PASS_KS if k <= run.args.eval_samples)
@@ -898,13 +902,8 @@ def measure(run: Context, name: str, cost: dict) -> dict:
     return {"name": name, **result, **cost}
 
 def strict_json(value, **options) -> str:  # not a number (vLLM's entropy: NaN): null
-    def clean(v):
-        if isinstance(v, dict):
-            return {k: clean(x) for k, x in v.items()}
-        if isinstance(v, list):
-            return [clean(x) for x in v]
-        return None if isinstance(v, float) and not math.isfinite(v) else v
-    return json.dumps(clean(value), allow_nan=False, **options)
+    nulled = json.loads(json.dumps(value), parse_constant=lambda _: None)  # NaN, Infinity
+    return json.dumps(nulled, allow_nan=False, **options)
 
 def markdown_table(rows: dict[str, dict], columns: list[str], label: str = "model") -> str:
     lines = [f"| {label} | " + " | ".join(columns) + " |", "|" + "---|" * (len(columns) + 1)]
@@ -918,13 +917,11 @@ def markdown_table(rows: dict[str, dict], columns: list[str], label: str = "mode
 
 def latex_compare(reference: str, prediction: str, bounded: bool = True) -> tuple[bool, bool, str]:
     """(found, equal, key): math-verify's last LaTeX answer in prediction, whether it equals
-    reference, and its canonical form for Maj@K (0.5 and \\frac12 both 1/2). LaTeX only (the
-    plain path hands text to sympy's parse_expr, which is eval), each call bounded by math-verify's
-    own SIGALRM timer of MATH_SECONDS, which reaches the main thread only: elsewhere this refuses
-    in one line, never hangs (\\boxed{10^{10^{10}}} holds a thread for minutes). scale/verifier.py's
-    worker runs it in any thread (bounded=False: the worker is killed instead)."""
+    reference, and its Maj@K form (0.5 and \\frac12: 1/2). LaTeX only (the plain path is sympy's
+    parse_expr, an eval), each call within math-verify's SIGALRM timer of MATH_SECONDS: on the main
+    thread only, elsewhere a one-line refusal (scale/verifier.py's worker: any thread, killed)."""
     import logging
-    from fractions import Fraction
+    from fractions import Fraction  # also in the worker's copy of this function (scale/verifier.py)
 
     import sympy
     from math_verify import LatexExtractionConfig, parse, verify

@@ -5,6 +5,9 @@
     python -m scale.bench --parts precision   # a bfloat16 engine's sampling against fp32 GRPO (seconds)
     python -m scale.bench --parts verifier    # verifier seconds per 1,000 completions; its share of a step
     python -m scale.bench --parts vllm        # the vLLM engine against es_grpo.rollout (where vLLM is installed)
+    python -m scale.bench --parts real        # SmolLM2-135M-Instruct (python -m scale.real_model): real-rollout,
+                                              # real-es, real-grpo, real-memory, real-vllm
+    python -m scale.bench --parts tasks       # the real model on candidate task families (how its task was chosen)
 
 Run it from the repository's root (it starts its children and any re-execution as `-m scale.bench` there).
 Compared commands alternate (A, B, A, B, ...) so that drift in the machine hits both; each figure is a
@@ -35,6 +38,7 @@ from scale.gpu_check import CheckArgs, build
 from scale import config, population, verifier
 from scale.grpo import grpo_step
 from scale.population import PopulationScorer
+from tiny_model import tasks
 
 ROOT = Path(__file__).resolve().parents[1]
 
@@ -75,7 +79,7 @@ def es_runner(model, tokenizer, args, problems, batched: str = "auto"):
     return lambda: es_grpo.es_step(run, state, problems[:args.es_prompts], next(counter))
 
 
-def grpo_runner(model, tokenizer, args, problems):
+def grpo_runner(model, tokenizer, args, problems, generate=es_grpo.rollout):
     model = copy.deepcopy(model)
     reference = copy.deepcopy(model).requires_grad_(False)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.grpo_lr, weight_decay=0.0)
@@ -84,7 +88,7 @@ def grpo_runner(model, tokenizer, args, problems):
     def step():
         seed = next(counter)
         start = seed * args.grpo_prompts % (len(problems) - args.grpo_prompts)
-        return grpo_step(es_grpo.Context(args, model, tokenizer), es_grpo.GRPOState(optimizer, reference),
+        return grpo_step(es_grpo.Context(args, model, tokenizer, generate), es_grpo.GRPOState(optimizer, reference),
                          problems[start:start + args.grpo_prompts], seed)  # scale.train's step
     return step
 
@@ -150,17 +154,17 @@ def bench_profile(repeats: int) -> list[str]:
 # --------------------------------------------------------------------------- GRPO against TRL's GRPOTrainer
 
 
-def trl_steps(model, tokenizer, args, problems, steps: int) -> list[float]:
+def trl_steps(model, tokenizer, args, problems, steps: int, bf16: bool = False) -> list[float]:
     """Seconds of each of `steps` GRPOTrainer steps at es_grpo's settings: same model, prompts, group, tokens."""
     from datasets import Dataset
     from transformers import TrainerCallback
     from trl import GRPOConfig, GRPOTrainer
 
-    rows = [{"prompt": es_grpo.prompt_text(p, tokenizer), "numbers": p["numbers"], "target": p["target"]}
+    rows = [{"prompt": es_grpo.prompt_text(p, tokenizer), "problem": json.dumps(p)}
             for p in problems[:steps * args.grpo_prompts]]
 
-    def countdown(completions, numbers, target, **_):
-        return [es_grpo.countdown_reward(c, n, t) for c, n, t in zip(completions, numbers, target)]
+    def countdown(completions, problem, **_):  # es_grpo's reward, whatever the task
+        return [es_grpo.grade(json.loads(p), c)[0] for c, p in zip(completions, problem)]
 
     class StepTimer(TrainerCallback):
         times: list = []
@@ -180,7 +184,7 @@ def trl_steps(model, tokenizer, args, problems, steps: int) -> list[float]:
                             temperature=args.grpo_temperature, num_iterations=1, steps_per_generation=1,
                             loss_type="dapo", scale_rewards="group", weight_decay=0.0, max_steps=steps,
                             lr_scheduler_type="constant", warmup_steps=0, logging_steps=10**6, save_strategy="no",
-                            report_to=[], use_cpu=True, bf16=False, shuffle_dataset=False, seed=0,
+                            report_to=[], use_cpu=True, bf16=bf16, shuffle_dataset=False, seed=0,
                             disable_dropout=True, dataloader_num_workers=0, gradient_checkpointing=False)
         trainer = GRPOTrainer(model=copy.deepcopy(model), reward_funcs=countdown, args=config,
                               train_dataset=Dataset.from_list(rows), processing_class=tokenizer, callbacks=[timer])
@@ -206,7 +210,7 @@ def bench_grpo(repeats: int) -> list[tuple]:
 
 def bench_eval(repeats: int) -> list[tuple]:
     model, tokenizer, args, _ = tiny_setup()
-    _, evaluation, _ = es_grpo.evaluation_sets(args, tokenizer)
+    _, evaluation, _ = config.evaluation_sets(args, tokenizer)
     prompts = [es_grpo.prompt_text(p, tokenizer) for p in evaluation for _ in range(args.eval_samples)]
     medians = alternate({
         "eval": lambda: es_grpo.evaluate(es_grpo.Context(args, model, tokenizer), evaluation),
@@ -243,6 +247,10 @@ def child(kind: str, size: str, repeats: str = "1"):
     """Run one configuration and print its peak resident set (in a fresh process, so peaks do not mix)."""
     if kind in ("hf-generate", "vllm-generate", "hf-es", "vllm-es") and size in ("tiny", "52M"):
         return vllm_child(kind, size, int(repeats))
+    if kind in ("hf-generate", "vllm-generate") and size in ("real-float32", "real-bfloat16"):
+        return real_engine_child(kind, size.split("-")[1], int(repeats))
+    if size == "real" and kind in ("inference", "es-off", "grpo"):
+        return real_child(kind)
     if kind not in ("inference", "es", "es-off", "grpo") or size not in ("tiny", "60M"):
         raise SystemExit(f"--child: no configuration {kind} {size}")
     torch.set_num_threads(2)
@@ -434,6 +442,43 @@ def vllm_child(kind: str, size: str, repeats: int):
         generate.shutdown()
 
 
+def real_engine_child(kind: str, dtype: str, repeats: int):
+    """The real model's 64 prompts, greedy, <= 64 new tokens, in `dtype`: the HF path (scale/decode.py) or vLLM's
+    engine; median seconds and tokens of `repeats` runs after a warm-up, and peak RSS."""
+    from scale.decode import FastRollout
+    torch.set_num_threads(2)
+    model, tokenizer, _, problems = real_setup(dtype)
+    prompts, greedy = [es_grpo.prompt_text(p, tokenizer) for p in problems[:64]], es_grpo.Sampling(max_new_tokens=64)
+    generate = FastRollout()
+    if kind.startswith("vllm"):
+        from scale.vllm_rollout import EngineSettings, VLLMRollout
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+        generate = VLLMRollout.launch(EngineSettings(REAL_FOLDER, dtype, 0.5, 256, 8192, 256, 0, 600))
+        generate.start()
+    tokens = [generate(model, tokenizer, prompts, greedy).tokens]  # the warm-up
+    seconds = [timed(lambda: tokens.append(generate(model, tokenizer, prompts, greedy).tokens))
+               for _ in range(repeats)]
+    print(json.dumps({"seconds": statistics.median(seconds), "tokens": tokens[-1], "rss_mb": peak_rss_mb(),
+                      "params_m": sum(p.numel() for p in model.parameters()) / 1e6}))
+    if kind.startswith("vllm"):
+        generate.shutdown()
+
+
+def bench_real_engine(repeats: int) -> list[tuple]:
+    """vLLM's CPU engine against the HF path on the real model, float32 and bfloat16, each in its own process."""
+    import importlib.util
+    if importlib.util.find_spec("vllm") is None:
+        return [("vLLM engine on the real model", float("nan"), 1.0, "", "not measured: vLLM is not installed")]
+    rows = []
+    for dtype in ("float32", "bfloat16"):
+        hf, engine = (in_child(kind, f"real-{dtype}", str(min(repeats, 2)))
+                      for kind in ("hf-generate", "vllm-generate"))
+        rows.append((f"rollout tokens/s, HF path / vLLM CPU engine, {dtype} (SmolLM2-135M-Instruct, 64 prompts, "
+                     "greedy, <= 64 new)", hf["tokens"] / hf["seconds"], engine["tokens"] / engine["seconds"],
+                     ">= 0.5", f"peak RSS MB: {hf['rss_mb']:.0f} / {engine['rss_mb']:.0f}"))
+    return rows
+
+
 def bench_vllm(repeats: int) -> list[tuple]:
     """vLLM's engine (its CPU build here: float32, enforce_eager, VLLM_CPU_KVCACHE_SPACE=1) against
     es_grpo.rollout on the same 2,048 greedy rows; one ES iteration inside the engine (a reload per member)
@@ -457,30 +502,253 @@ def bench_vllm(repeats: int) -> list[tuple]:
     return rows
 
 
-PARTS = ("es", "grpo", "eval", "memory", "growth", "profile", "precision", "verifier", "vllm")
+# --------------------------------------------------------------------------- a real model: SmolLM2-135M-Instruct
+
+REAL_FOLDER = os.environ.get("ES_GRPO_REAL_MODEL", str(ROOT / "models" / "SmolLM2-135M-Instruct"))
+
+
+def real_setup(dtype: str = "float32"):
+    """SmolLM2-135M-Instruct (`python -m scale.real_model`) on its task, two-digit sums: model, tokenizer, scale's
+    flags for it, and 512 training problems."""
+    if not (Path(REAL_FOLDER) / "config.json").is_file():
+        raise RuntimeError(f"no model folder at {REAL_FOLDER}: python -m scale.real_model (README, a real model)")
+    model, tokenizer = es_grpo.load_model(REAL_FOLDER, "cpu", dtype)
+    args = config.parse_args(["--model", REAL_FOLDER, "--task", "add", "--rollout-batch", "512"])
+    problems = es_grpo.generate_problems("add", 512, seed=11, exclude=es_grpo.never_trained_on())
+    return model.eval(), tokenizer, args, problems
+
+
+def ceiling(model, rows: int) -> dict:
+    """This CPU's own limit for a decode step of `rows` rows: one pass over every Linear of the model (its weights
+    read from memory, as a step reads them; plain and oneDNN-prepacked kernels, the faster) and a read of every
+    weight (memory bandwidth). Attention, norms and sampling are left out: an upper bound."""
+    from scale.decode import PackedLinears, packed_linear
+    linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
+    dtype = linears[0].weight.dtype
+    inputs = {n: torch.randn(rows, n, dtype=dtype) for n in {layer.in_features for layer in linears}}
+    packs = PackedLinears()
+    kernels = {"plain": lambda: [torch.nn.functional.linear(inputs[m.in_features], m.weight) for m in linears]}
+    if dtype != torch.float32 and torch.backends.mkldnn.is_available():
+        packed = [(packs.pack(m, rows), m) for m in linears]
+        kernels["packed"] = lambda: [packed_linear(p, None, inputs[m.in_features]) for p, m in packed]
+    with torch.no_grad():
+        seconds = min(statistics.median(timed(kernel) for _ in range(5)) for kernel in kernels.values())
+        weights = [p for p in model.parameters()]
+        read = statistics.median(timed(lambda: [p.sum() for p in weights]) for _ in range(5))
+    flops, size = 2 * rows * sum(m.weight.numel() for m in linears), sum(p.numel() * p.element_size() for p in weights)
+    return {"tokens_per_s": rows / seconds, "gflops": flops / seconds / 1e9, "gb_per_s": size / read / 1e9,
+            "bandwidth_tokens_per_s": rows / read}  # rows a step, a step reading every weight once
+
+
+def generate_tokens(model, tokenizer, prompts: list[str], new_tokens: int, forced: bool = False) -> int:
+    """transformers' own model.generate, greedy (forced: every row to new_tokens); the tokens it generated, each
+    row up to and including its first end-of-turn id."""
+    encoded = tokenizer(prompts, padding=True, return_tensors="pt", add_special_tokens=False)
+    with torch.no_grad():
+        out = model.generate(**encoded, max_new_tokens=new_tokens, min_new_tokens=new_tokens if forced else 0,
+                             do_sample=False, eos_token_id=es_grpo.eos_ids(model, tokenizer))
+    new = out[:, encoded["input_ids"].shape[1]:]  # (B, T)
+    ended = torch.isin(new, torch.tensor(es_grpo.eos_ids(model, tokenizer)))
+    after = (ended.cumsum(1) - ended.long()) > 0  # positions past the first end
+    return new.numel() if forced else int((~after).sum())
+
+
+def bench_real_rollout(repeats: int) -> list[tuple]:
+    """Rollout tokens/s on SmolLM2-135M-Instruct, float32 and bfloat16: es_grpo.rollout, the HF path
+    (scale/decode.py) and transformers' generate, against es_grpo.rollout at float32 and this CPU's ceiling."""
+    from scale.decode import FastRollout
+    repeats, rows, new_tokens = min(repeats, 2), [], 64
+    models = {dtype: real_setup(dtype) for dtype in ("float32", "bfloat16")}
+    _, tokenizer, _, problems = models["float32"]
+    prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems[:64]]
+    greedy = es_grpo.Sampling(max_new_tokens=new_tokens, batch_size=512)
+    tokens, decoders = {}, {}
+    for dtype, (model, *_) in models.items():
+        decoders[f"es_grpo.rollout {dtype}"] = lambda m=model: es_grpo.rollout(m, tokenizer, prompts, greedy).tokens
+        decoders[f"HF path (scale/decode.py) {dtype}"] = lambda m=model: FastRollout()(m, tokenizer, prompts,
+                                                                                         greedy).tokens
+        decoders[f"transformers generate {dtype}"] = lambda m=model: generate_tokens(m, tokenizer, prompts, new_tokens)
+    seconds = alternate({name: lambda name=name, f=f: tokens.__setitem__(name, f()) for name, f in decoders.items()},
+                        repeats)
+    rate = {name: tokens[name] / seconds[name] for name in decoders}
+    limits = {dtype: ceiling(model, len(prompts)) for dtype, (model, *_) in models.items()}
+    for name in decoders:
+        dtype = name.rsplit(" ", 1)[1]
+        rows.append((f"rollout tokens/s, {name} / es_grpo.rollout float32 (64 prompts, greedy, <= {new_tokens} new)",
+                     rate[name], rate["es_grpo.rollout float32"], ">= 5 (HF path bfloat16)" if "HF" in name else "",
+                     f"{rate[name] / limits[dtype]['tokens_per_s']:.1%} of the {dtype} matmul ceiling "
+                     f"({limits[dtype]['tokens_per_s']:.0f} tokens/s, {limits[dtype]['gflops']:.0f} GFLOP/s); "
+                     f"memory-bound ceiling {limits[dtype]['bandwidth_tokens_per_s']:.0f} tokens/s at "
+                     f"{limits[dtype]['gb_per_s']:.1f} GB/s"))
+    return rows
+
+
+def bench_real_es(repeats: int) -> list[tuple]:
+    return real_es(real_setup("bfloat16"), real_setup("float32"), min(repeats, 2))
+
+
+def bench_real_grpo(repeats: int) -> list[tuple]:
+    return real_grpo(real_setup("float32"), min(repeats, 2))
+
+
+def real_es(half, full, repeats: int) -> list[tuple]:
+    """An ES iteration (bfloat16 model, fp32 master, greedy, 48 new tokens) against one batched generation of its
+    sequences (N=16 x 32 prompts), and per sequence (N=16 x 16) against transformers' float32 generate of 64
+    prompts forced to 48 tokens."""
+    return real_es_case(half, full, 16, 32, repeats) + real_es_case(half, full, 16, 16, repeats)
+
+
+def real_es_case(half, full, members: int, count: int, repeats: int) -> list[tuple]:
+    from scale.decode import FastRollout
+    model, tokenizer, args, problems = half
+    es_args = dataclasses.replace(args, es_population=members, es_prompts=count, max_new_tokens=48)
+    fast, params, counter = FastRollout(), list(model.parameters()), iter(range(10**6))
+    state = es_grpo.ESState(params, es_grpo.master_weights(params))
+    run = es_grpo.Context(es_args, model, tokenizer, fast, score_members=PopulationScorer("auto"))
+    prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems[:count]] * members
+    batch = dataclasses.replace(es_args.sampling("es", 0), batch_size=len(prompts))
+    commands = {"es": lambda: es_grpo.es_step(run, state, problems[:count], next(counter)),
+                "batched": lambda: fast(model, tokenizer, prompts, batch)}
+    if count == 16:
+        commands["generate"] = lambda: generate_tokens(full[0], tokenizer, prompts[:64], 48, forced=True)
+    seconds = alternate(commands, repeats)
+    label = f"N={members} x {count} prompts, greedy, <= 48 new tokens, bfloat16, member by member"
+    if count != 16:
+        return [(f"ES iteration / one batched generation of its {len(prompts)} sequences ({label})",
+                 seconds["es"], seconds["batched"], "<= 1.15", "both on the HF path (scale/decode.py)")]
+    return [(f"ES update s per sequence / transformers float32 generate s per sequence (64 prompts forced to 48 "
+             f"tokens) ({label})", seconds["es"] / len(prompts), seconds["generate"] / 64, "<= 0.35", "")]
+
+
+def sum_or_product(a: int, op: str, b: int) -> dict:
+    return {"task": "add", "question": f"{a}{op}{b}", "answer": str(a + b if op == "+" else a * b)}
+
+
+def two_step_word_problem(rng) -> dict:
+    name, item = rng.choice(tasks.NAMES), rng.choice(tasks.ITEMS)
+    a, b, c = rng.randint(10, 60), rng.randint(2, 9), rng.randint(2, 9)
+    question = (f"{name} has {a} {item}, gets {b} more, then gives away {c}. "
+                f"How many {item} does {name} have now?")
+    return {"task": "math", "question": question, "answer": f"#### {a + b - c}"}
+
+
+TASK_CANDIDATES = {  # generated families measured against the built-in ones when the real model's task was chosen
+    "one-digit sums": lambda rng: sum_or_product(rng.randint(2, 9), "+", rng.randint(2, 9)),
+    "two-digit + one-digit sums": lambda rng: sum_or_product(rng.randint(10, 99), "+", rng.randint(2, 9)),
+    "three-digit sums": lambda rng: sum_or_product(rng.randint(100, 999), "+", rng.randint(100, 999)),
+    "one-digit products": lambda rng: sum_or_product(rng.randint(2, 9), "*", rng.randint(2, 9)),
+    "two-digit x one-digit products": lambda rng: sum_or_product(rng.randint(10, 99), "*", rng.randint(2, 9)),
+    "two-step word problems": two_step_word_problem}
+
+
+def bench_tasks(repeats: int) -> list[str]:
+    """SmolLM2-135M-Instruct on each candidate task family, as its task was chosen (README, a real model): Pass@1
+    of 2 samples on each of 100 problems at the evaluation temperature (0.6), up to 256 new tokens, the project's
+    grader and chat prompts, decoded in bfloat16; the share of answers in the right format and their lengths."""
+    import random
+
+    from scale.decode import FastRollout
+    model, tokenizer, args, _ = real_setup("bfloat16")
+    families = {name: [make(random.Random(f"{name}-{i}")) for i in range(100)]
+                for name, make in TASK_CANDIDATES.items()}
+    families |= {f"built-in {task}": es_grpo.evaluation_pool(task, "dev")[:100]
+                 for task in ("add", "word", "sort", "countdown")}
+    lines = ["| family (100 problems x 2 samples, T=0.6) | pass@1 | final answer | mean tokens | 95th pct |",
+             "|---|---|---|---|---|"]
+    for name, problems in families.items():
+        rows = [p for p in problems for _ in range(2)]
+        roll = FastRollout()(model, tokenizer, [es_grpo.prompt_text(p, tokenizer) for p in rows],
+                             es_grpo.Sampling(0.6, 1.0, 256, 0, 256))
+        rewards, lengths = es_grpo.score(rows, roll.texts), roll.completion_mask.sum(1).float()
+        right, answered = float((rewards == 1).float().mean()), float((rewards > 0).float().mean())
+        lines.append(f"| {name} | {right:.3f} | {answered:.2f} | {float(lengths.mean()):.0f} | "
+                     f"{float(lengths.quantile(0.95)):.0f} |")
+        print(lines[-1], flush=True)
+    return lines
+
+
+def real_child(kind: str):
+    """Peak RSS of one configuration on the real model, in a fresh process: inference (one member's 16 rows,
+    bfloat16), ES member by member (N=4 x 16 prompts, bfloat16 model, fp32 master), or a GRPO step (8 x 8, fp32
+    weights and AdamW, bfloat16 rollout copy and autocast)."""
+    from scale.decode import FastRollout
+    torch.set_num_threads(2)
+    model, tokenizer, args, problems = real_setup("float32" if kind == "grpo" else "bfloat16")
+    args = dataclasses.replace(args, es_population=4, es_prompts=16, grpo_prompts=8, grpo_group=8,
+                               max_new_tokens=48, grpo_autocast=True)
+    fast, params, counter = FastRollout("bfloat16"), list(model.parameters()), iter(range(10**6))
+    if kind == "inference":
+        prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems[:16]]
+        run = lambda: fast(model, tokenizer, prompts, args.sampling("es", 0))
+    elif kind == "es-off":
+        state = es_grpo.ESState(params, es_grpo.master_weights(params))
+        context = es_grpo.Context(args, model, tokenizer, fast, score_members=PopulationScorer("off"))
+        run = lambda: es_grpo.es_step(context, state, problems[:16], next(counter))
+    else:
+        optimizer = torch.optim.AdamW(params, lr=1e-6, weight_decay=0.0)
+        state = es_grpo.GRPOState(optimizer, copy.deepcopy(model).requires_grad_(False))
+        run = lambda: grpo_step(es_grpo.Context(args, model, tokenizer, fast), state, problems[:8], next(counter))
+    for _ in range(2):
+        run()
+    print(json.dumps({"rss_mb": peak_rss_mb(), "rows": 16, "params_m": sum(p.numel() for p in params) / 1e6}))
+
+
+def bench_real_memory(repeats: int) -> list[tuple]:
+    peak = {kind: in_child(kind, "real") for kind in ("inference", "es-off", "grpo")}
+    base = peak["inference"]["rss_mb"]
+    return [(f"Peak RSS, {name} / inference (SmolLM2-135M-Instruct, 16 rows, bfloat16 decoding)",
+             peak[kind]["rss_mb"], base, goal, f"MB: {peak[kind]['rss_mb']:.0f} / {base:.0f}")
+            for kind, name, goal in (("es-off", "ES member by member (N=4 x 16, fp32 master)", "<= 1.3"),
+                                     ("grpo", "GRPO step (8 x 8, fp32 weights and AdamW)", "reported"))]
+
+
+def real_grpo(full, repeats: int) -> list[tuple]:
+    """A GRPO step (8 prompts x 8, <= 64 new tokens, lr 1e-6) against TRL's GRPOTrainer step on the same model
+    and settings: float32 both; and --rollout-dtype bfloat16 with --grpo-autocast against TRL with bf16=True."""
+    from scale.decode import FastRollout
+    model, tokenizer, args, problems = full
+    grpo_args = dataclasses.replace(args, grpo_prompts=8, grpo_group=8, max_new_tokens=64, grpo_lr=1e-6)
+    rows = []
+    for low in (False, True):
+        step = grpo_runner(model, tokenizer, dataclasses.replace(grpo_args, grpo_autocast=low), problems,
+                           generate=FastRollout("bfloat16" if low else "model"))
+        step()  # warm-up
+        ours = statistics.median(timed(step) for _ in range(repeats))
+        theirs = statistics.median(trl_steps(model, tokenizer, grpo_args, problems, 1 + repeats, bf16=low)[1:])
+        name = "bfloat16 (rollout copy, autocast; TRL bf16=True)" if low else "float32"
+        rows.append((f"GRPO step / TRL GRPOTrainer step, 8 prompts x 8, <= 64 new tokens, {name}", ours, theirs,
+                     "<= 0.6", "SmolLM2-135M-Instruct, two-digit sums"))
+    return rows
+
+
+REAL = ("real-rollout", "real-es", "real-grpo", "real-memory", "real-vllm")  # --parts real: all of them
+PARTS = ("es", "grpo", "eval", "memory", "growth", "profile", "precision", "verifier", "vllm", *REAL, "tasks")
 COMPARISONS = {"es": bench_es, "grpo": bench_grpo, "eval": bench_eval, "memory": lambda repeats: bench_memory(),
-               "vllm": bench_vllm}  # rows of the comparison table
+               "vllm": bench_vllm, "real-rollout": bench_real_rollout, "real-es": bench_real_es,
+               "real-grpo": bench_real_grpo, "real-memory": bench_real_memory,
+               "real-vllm": bench_real_engine}  # rows of the comparison table
 TABLES = {"growth": bench_growth, "profile": bench_profile, "precision": lambda repeats: bench_precision(),
-          "verifier": bench_verifier}  # lines of their own
+          "verifier": bench_verifier, "tasks": bench_tasks}  # lines of their own
 
 
 def main(argv=None):
     argv = sys.argv[1:] if argv is None else argv
     parser = argparse.ArgumentParser(prog="python -m scale.bench", description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="alternations of each comparison")
-    parser.add_argument("--parts", default=",".join(p for p in PARTS if p != "vllm"),
-                        help=f"which comparisons to run, comma-separated: {', '.join(PARTS)} (default: all but vllm)")
+    parser.add_argument("--parts", default=",".join(p for p in PARTS if p not in ("vllm", *REAL, "tasks")),
+                        help=f"which comparisons to run, comma-separated: {', '.join(PARTS)} (default: all but vllm, "
+                             "real and tasks, which need their own installs)")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     flags = parser.parse_args(argv)
     if flags.child:
         return child(*flags.child)
-    parts = flags.parts.split(",")
+    parts = [part for name in flags.parts.split(",") for part in (REAL if name == "real" else [name])]
     unknown = set(parts) - set(PARTS)
     if unknown or flags.repeats < 1:
         parser.error(f"--parts: the parts are {', '.join(PARTS)}; --repeats at least 1"
                      + (f" (not {', '.join(sorted(unknown))})" if unknown else ""))
     try:
-        if "grpo" in parts:  # against TRL's GRPOTrainer
+        if "grpo" in parts or "real-grpo" in parts:  # against TRL's GRPOTrainer
             import trl  # noqa: F401
     except ImportError:  # install, then start again: transformers decided at import that accelerate is missing
         subprocess.run([sys.executable, "-m", "pip", "install", "--quiet", TRL], check=True)

@@ -17,15 +17,16 @@ from es_grpo import Rollout, Sampling, rollout
 
 
 def chunked_rollout(model, tokenizer, prompts: list[str], sampling: Sampling = Sampling(), first_row: int = 0,
-                    total_rows: int | None = None) -> Rollout:
-    """es_grpo.rollout's contract, decoding at most sampling.batch_size rows at once."""
+                    total_rows: int | None = None, decode=rollout) -> Rollout:
+    """es_grpo.rollout's contract, decoding at most sampling.batch_size rows at once (each chunk by decode,
+    es_grpo.rollout's contract too: scale/decode.py's fast_rollout)."""
     end, size = first_row + len(prompts), sampling.batch_size
     total = total_rows or end
     cuts = [first_row, *range(first_row - first_row % size + size, end, size), end]
     parts = []
     for a, b in zip(cuts, cuts[1:]):
         chunk = a - a % size
-        parts.append(rollout(model, tokenizer, prompts[a - first_row:b - first_row],
+        parts.append(decode(model, tokenizer, prompts[a - first_row:b - first_row],
                              dataclasses.replace(sampling, seed=sampling.seed + chunk), first_row=a - chunk,
                              total_rows=min(size, total - chunk)))
     return parts[0] if len(parts) == 1 else concat_rollouts(parts, tokenizer.pad_token_id)

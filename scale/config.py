@@ -11,6 +11,7 @@ from pathlib import Path
 
 import es_grpo
 from es_grpo import BadInput, dataclass_parser, flag
+from tiny_model.tasks import FAMILIES
 
 PRESETS = {
     "tiny": {},
@@ -26,11 +27,14 @@ class Args(es_grpo.Args):
 
     data: str = flag("", "training problems, JSONL (empty: the built-in task generator)")
     eval_data: str = flag("", "evaluation problems, JSONL (empty: held out from --data)")
-    task: str = flag("auto", "task of --data (auto: by its fields)", ("auto", "countdown", "math"))
+    task: str = flag("auto", "task of --data (auto: by its fields); without --data the built-in one (auto: "
+                             "countdown; add, two-digit sums, for chat models)", ("auto", "math", *es_grpo.HELDOUT))
     preset: str = flag("tiny", "defaults: tiny (CPU, shipped model) or paper", tuple(PRESETS))
     overwrite: bool = flag(False, "replace an existing run folder (one a run made)")
     grpo_epochs: int = flag(1, "optimizer steps per rollout batch", least=1)
     grpo_microbatch: int = flag(0, "rows per forward pass, whole groups (0: all)", least=0)
+    grpo_autocast: bool = flag(False, "GRPO's forward and backward passes in bfloat16 autocast (weights, AdamW "
+                                      "and the loss's log-softmax stay float32)")
 
 
 def parse_args(argv=None, prog=None) -> Args:
@@ -51,6 +55,8 @@ def evaluation_sets(args: Args, tokenizer):
     """(train, eval, held-out families): with --data, its problems (the file's last ones evaluated unless
     --eval-data), else es_grpo.py's built-in tasks; never overlapping."""
     if not args.data:
+        if args.task == "math":
+            raise BadInput("--task math reads --data: the built-in tasks are " + ", ".join(es_grpo.HELDOUT))
         return es_grpo.evaluation_sets(args, tokenizer)
     train = load_problems(args.data, args.task)
     if args.eval_data:
@@ -62,7 +68,7 @@ def evaluation_sets(args: Args, tokenizer):
         train, evaluation = train[:-cut], train[-cut:]
     trained = train[0]["task"]
     heldout = {task: es_grpo.evaluation_pool(task, args.eval_split)[:args.heldout_problems]
-               for task in es_grpo.FAMILIES  # a chat model is asked any family; the tiny model not math's
+               for task in FAMILIES  # a chat model is asked any family; the tiny model not math's
                if task != trained and (tokenizer.chat_template is not None or trained != "math")}
     return train, evaluation[:args.eval_problems], heldout
 

@@ -19,6 +19,7 @@ import torch
 
 from es_grpo import Context, ESState, new_scores, noise, prompt_text, rollout, score_member, score_members
 from scale.chunks import chunked_rollout
+from scale.decode import FastRollout
 
 MODES = ("auto", "on", "off")
 
@@ -52,8 +53,8 @@ class PopulationScorer:
         sampling = run.args.sampling("es", seed)
         for group in [mine[i:i + together] for i in range(0, len(mine), together)]:
             with population_forward(run.model, state, [seeds[m] for m in group], run.args.es_sigma, drawn):
-                roll = run.generate(run.model, run.tokenizer, prompts * len(group),
-                                    dataclasses.replace(sampling, batch_size=len(group) * P))
+                roll = decode_as_is(run.generate)(run.model, run.tokenizer, prompts * len(group),
+                                                  dataclasses.replace(sampling, batch_size=len(group) * P))
             for j, member in enumerate(group):
                 score_member(scores, member, problems, roll.rows(slice(j * P, (j + 1) * P)))
         return run.ranks.sum(scores), drawn  # every process has every member's scores now
@@ -75,7 +76,7 @@ def members_together(run: Context, state: ESState, prompts: int, mine: int, mode
     always; off: never; auto: greedy, the HF rollout, and the stacked weights and eps within 1 GiB
     or half the free GPU."""
     args, together = run.args, max(1, run.args.rollout_batch // prompts)
-    if run.generate not in (rollout, chunked_rollout) or mode == "off":
+    if not (run.generate in (rollout, chunked_rollout) or isinstance(run.generate, FastRollout)) or mode == "off":
         return 0
     if mode == "on":
         return together
@@ -85,6 +86,12 @@ def members_together(run: Context, state: ESState, prompts: int, mine: int, mode
     stacked = min(together, mine) * sum(p.numel() * (p.element_size() + 4) for p in state.members)
     free = torch.cuda.mem_get_info(first.device)[0] / 2 if first.device.type == "cuda" else 2**30
     return together if stacked <= free else 0
+
+def decode_as_is(generate: Callable) -> Callable:
+    """The generate hook as the population needs it: the model as it is (its layers patched), every row on its
+    own (rows of one prompt hold different members' weights, so none is shared)."""
+    return generate.as_is if isinstance(generate, FastRollout) else generate
+
 
 def population_forward(model, state: ESState, seeds: list[int], sigma: float, drawn: dict):
     """A context inside which row block n of every batch runs with member n's weights

@@ -27,7 +27,7 @@ from transformers import AutoTokenizer
 
 import es_grpo
 from scale import memory, verifier
-from scale.chunks import chunked_rollout
+from scale.decode import DTYPES, FastRollout
 from scale.config import Args, evaluation_sets, own_flags, parse_args
 from scale.distributed import Torchrun
 from scale.grpo import grpo_step
@@ -43,8 +43,10 @@ class ScaleArgs:
 
     resume: str = flag("", "continue the interrupted run in this folder, with its saved flags")
     save_every: int = flag(10, "updates between checkpoints (0: only after each stage)")
-    rollout: str = flag("hf", "rollout engine: hf (es_grpo.rollout, transformers) or vllm (one engine per rank)",
-                        ("hf", "vllm"))
+    rollout: str = flag("hf", "rollout engine: hf (es_grpo.rollout, transformers, scale/decode.py's speed layers) or "
+                              "vllm (one engine per rank)", ("hf", "vllm"))
+    rollout_dtype: str = flag("model", "the HF path's weights while decoding (model: --dtype's; else a copy in this "
+                                       "dtype, refreshed as the weights change)", DTYPES)
     vllm_memory: float = flag(0.0, "share of GPU memory vLLM may take; the rest holds the trainer (0: all that "
                                    "the trainer leaves by scale/memory.py's arithmetic, at most 0.9)")
     vllm_dtype: str = flag("auto", "the engine's weights (auto: --dtype for ES alone, so that members are the "
@@ -155,6 +157,8 @@ def main(argv=None, launcher=Torchrun):
         (not 0 <= scale.vllm_memory < 1, "--vllm-memory must be in [0, 1) (0: computed)"),
         (scale.es_batched == "on" and config["es_temperature"] > 0, "--es-batched on needs --es-temperature 0"),
         (scale.save_every < 0, "--save-every must not be negative"),
+        (scale.rollout == "vllm" and scale.rollout_dtype != "model",
+         "--rollout-dtype is the HF path's (--rollout hf); an engine's weights: --vllm-dtype"),
         (scale.check_every < 0 or scale.dist_timeout < 1,
          "--check-every must not be negative, --dist-timeout positive"),
         (config["grpo_prompts"] < world, f"--grpo-prompts must be at least the number of ranks ({world})"),
@@ -163,7 +167,7 @@ def main(argv=None, launcher=Torchrun):
         if bad:
             parser.error(message)
     verifier.install()  # math answers bounded in any thread and on every rank: a worker process
-    generate = chunked_rollout
+    generate = FastRollout(scale.rollout_dtype)
     if scale.rollout == "vllm":
         generate = VLLMRollout.launch(vllm_engine(parser, config, scale, world))
     in_engine_es = scale.rollout == "vllm" and config["algo"] == "es"  # the model is then only saved

@@ -30,7 +30,7 @@ from torch.distributed.fsdp import FSDPModule
 ROOT = Path(__file__).resolve().parents[1]
 sys.path[:0] = [str(ROOT), str(ROOT / "tests")]
 import es_grpo  # noqa: E402
-from scale.config import parse_args  # noqa: E402
+from scale.config import evaluation_sets, parse_args  # noqa: E402
 from scale.distributed import Torchrun  # noqa: E402
 from scale.grpo import grpo_step  # noqa: E402
 from scale.population import PopulationScorer  # noqa: E402
@@ -87,7 +87,7 @@ def engine_run(argv: list[str], at: str):
     backend = VLLMRollout(make_engine, SimpleNamespace, close_engine)
     ranks = Torchrun(timeout_s=600, engine=backend if at == "start" else None)  # the engine's timeout decides
     es_grpo.run(parse_args(argv), generate=backend, ranks=ranks, es_weights=backend.es_weights,
-                score_members=PopulationScorer(), grpo_step=grpo_step)
+                score_members=PopulationScorer(), grpo_step=grpo_step, problems=evaluation_sets)
     say(f"{len(created)} engine created")
 
 

@@ -1,3 +1,4 @@
+import copy
 import dataclasses
 
 import pytest
@@ -198,3 +199,28 @@ def test_bfloat16_weights_train_from_an_fp32_master(tmp_path, monkeypatch):
     assert any(not torch.equal(trained[k], base[k].bfloat16()) for k in trained)  # the update survived rounding
     stages = summary_of(out)
     assert all(0.0 <= s["pass@1"] <= 1.0 and s["entropy"] == s["entropy"] for s in stages)
+
+
+def test_an_update_from_a_bfloat16_population_is_the_es_update_of_its_definition(tiny):
+    """Members decoded with bfloat16 weights (scale.train's --dtype bfloat16, the fast HF path), scored, and the
+    fp32 master moved by alpha/N sum_n z_n eps_n, eps regenerated from the seeds in fp32: computed here from the
+    rewards alone, it is the master the step left (within fp32 rounding), and the model holds it in bfloat16."""
+    from scale.decode import FastRollout
+    model, tokenizer = tiny
+    model = copy.deepcopy(model).to(torch.bfloat16)
+    args = es_grpo.parse_args(["--es-population", "6", "--es-sigma", "0.05", "--es-alpha", "0.01"])
+    params, problems = list(model.parameters()), es_grpo.generate_problems("countdown", 16, seed=8)
+    master = es_grpo.master_weights(params)
+    before, rewards = [m.clone() for m in master], []
+    plain = es_grpo.zscore
+    try:
+        es_grpo.zscore = lambda r: (rewards.append(r.clone()), plain(r))[1]
+        es_grpo.es_step(Context(args, model, tokenizer, FastRollout()), ESState(params, master), problems, seed=4)
+    finally:
+        es_grpo.zscore = plain
+    assert rewards[0].max() > rewards[0].min()  # a spread to learn from
+    z, seeds = plain(rewards[0]), es_grpo.member_seeds(args, 4)
+    for index, (start, after, param) in enumerate(zip(before, master, params)):
+        step = sum(float(w) * noise(s, index, start) for s, w in zip(seeds, z))
+        torch.testing.assert_close(after, start + args.es_alpha / len(seeds) * step, atol=1e-6, rtol=1e-6)
+        assert param.dtype == torch.bfloat16 and torch.equal(param, after.to(torch.bfloat16))

@@ -124,3 +124,26 @@ def test_more_than_one_grpo_epoch_reuses_the_sampling_policy_and_clips(fresh_tin
         step = grpo_step(run, es_grpo.GRPOState(optimizer, None), problems, seed=0)
         clipped[epochs] = step["clip_frac"]
     assert clipped[1] == 0.0 and clipped[2] > 0.0
+
+
+def test_an_autocast_grpo_step_takes_float32_s_gradient_up_to_bfloat16_rounding(tiny):
+    """--grpo-autocast: the same rows and rewards, and a gradient pointing where float32's does (cosine > 0.99;
+    its size within 5%), the weights left float32."""
+    import copy
+    from scale.config import Args
+    from scale.grpo import grpo_step
+    model, tokenizer = tiny
+    problems = es_grpo.generate_problems("countdown", 4, seed=3)
+    steps, rewards = [], []
+    for autocast in (False, True):
+        policy = copy.deepcopy(model)
+        optimizer = torch.optim.SGD(policy.parameters(), lr=1.0)  # the step is the gradient itself
+        run = Context(Args(grpo_prompts=4, grpo_group=4, grpo_autocast=autocast), policy, tokenizer)
+        rewards.append(grpo_step(run, GRPOState(optimizer, copy.deepcopy(model)), problems, seed=0)["reward"])
+        steps.append(torch.cat([(p.detach() - q.detach()).flatten() for p, q in zip(policy.parameters(),
+                                                                                   model.parameters())]))
+        assert all(p.dtype == torch.float32 for p in policy.parameters())
+    cosine = float(torch.nn.functional.cosine_similarity(steps[0], steps[1], dim=0))
+    size = float(steps[1].norm() / steps[0].norm())
+    print(f"autocast against float32: gradient cosine {cosine:.4f}, size ratio {size:.4f}")
+    assert rewards[0] == rewards[1] and cosine > 0.99 and abs(size - 1) < 0.05

@@ -1,5 +1,5 @@
-"""scale/: two gloo ranks on CPU against one process, faults across ranks, and the vLLM backend's logic
-on plain torch models (vLLM itself needs CUDA and is not installed here)."""
+"""scale/: two gloo ranks on CPU against one process, faults across ranks, and the vLLM backend's logic on plain
+torch models and a stand-in engine (the real engine, vLLM's CPU build, is tests/test_vllm.py's, in CI's second tier)."""
 import copy
 import json
 import os

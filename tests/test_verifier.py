@@ -151,7 +151,7 @@ def test_install_puts_the_worker_and_the_full_grader_behind_es_grpos_hooks(monke
     monkeypatch.setattr(es_grpo, "MATH", es_grpo.math_grade)
     problem = {"task": "math", "answer": "12000023"}
     prose = "The final answer is 12,000,023. I hope it is correct."
-    assert es_grpo.grade(problem, prose)[0] == 0.1  # the reference reads the last number, 023
+    assert es_grpo.grade(problem, prose)[0] == 0.0  # the reference declines a number inside 12,000,023
     verifier.install()
     assert es_grpo.LATEX == verifier.MATH_VERIFY.compare and es_grpo.grade(problem, prose)[0] == 1.0
 
@@ -359,3 +359,23 @@ def test_the_verifier_command_reads_math_verifys_tables_as_literals(tmp_path):
     assert result.returncode == 0
     assert result.stdout.startswith("2 of 3 cases agree (66.7%), 0 false positives; 1 left out")
     assert "test_cases.py:5: expected 1, reward 0.1" in result.stdout
+
+
+LATEX_TRAPS = [  # wrong answers whose text holds the right number inside LaTeX or a longer word
+    ("$\\frac{1+\\sqrt{5}}{2}$", "2"), ("$-[0,1)$", "1"), ("$\\sqrt{2} \\cdot 2$", "2"), ("so x^2", "2"),
+    ("it is 10^{10}", "10"), ("It is 1,234.", "234"), ("AZYUK2A", "2"), ("$x = 5 + y$", "5"),
+    ("\\( 3 \\cdot 4 \\)", "4"), ("the interval [0, 1)", "1"), ("\\frac{3}{4}", "4"), ("e^{-2}", "-2")]
+
+
+@pytest.mark.parametrize("completion, answer", LATEX_TRAPS)
+def test_the_reference_never_reads_a_number_from_inside_latex(completion, answer):
+    """es_grpo.math_grade's fallback (no \\boxed{}) takes the last number only where it stands alone: these
+    wrong answers are never scored right (math-verify's own tests' cases of this kind, and more)."""
+    assert es_grpo.math_grade(completion, answer)[0] < 1.0
+
+
+@pytest.mark.parametrize("completion, answer", [
+    ("32 + 22 = 54", "54"), ("The answer is 41.", "41"), ("**42**", "42"), ("Answer $$ 9 $$", "9"),
+    ("The answer is \\boxed{}, which is 156.", "156"), ("So she has -7!", "-7"), ("$54$", "54")])
+def test_the_reference_reads_a_plain_final_number_as_the_model_meant_it(completion, answer):
+    assert es_grpo.math_grade(completion, answer)[0] == 1.0

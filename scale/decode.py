@@ -1,0 +1,286 @@
+"""Fast decoding on the HF path: es_grpo.rollout with its cache in reserved room, prompts run once and
+weights in a lower precision; run()'s `generate` hook of `python -m scale.train --rollout hf`.
+
+Where a decode step of a 135M model went (report/NOTES.md, "Real-size speed"), and what this does:
+- the cache grew by torch.cat: each step copied every layer's keys and values into new memory, which
+  this machine pages in at about 1 GB/s (steps slowed from 0.3 to 1 s by the 60th token). Here each
+  layer writes into room reserved for the whole rollout (ReservedLayer).
+- the prompt's pass computed logits over the 49k-token vocabulary at every prompt position; here at
+  the last one only (logits_to_keep).
+- SDPA's CPU kernel costs about 1.4 ms a call at one query token; here two grouped matmuls
+  (decode_attention).
+- every row ran its whole prompt: here identical prompts run once (GRPO's groups, evaluation's
+  samples), and the prefix all prompts share (a chat template's system turn) once (PromptLayout).
+- float32 weights: FastRollout(dtype) decodes a copy in that dtype, refreshed whenever the model's
+  weights change, while ES's master and GRPO's AdamW stay float32.
+The rest is es_grpo.rollout's own code: seeded noise by row, stops, log-probs and entropy over the
+full vocabulary in float32. Sharing changes only how keys and values are computed (tests/test_decode.py
+measures how often a token differs from es_grpo.rollout's: float rounding).
+"""
+from __future__ import annotations
+
+import contextlib
+import copy
+import dataclasses
+import inspect
+from functools import partial
+from types import SimpleNamespace
+
+import torch
+from transformers import AttentionInterface, DynamicCache
+from transformers.cache_utils import DynamicLayer
+from transformers.integrations.sdpa_attention import sdpa_attention_forward
+from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
+
+from es_grpo import Rollout, Sampling, cache_argument, rollout
+from scale.chunks import chunked_rollout
+
+ATTENTION = "es_grpo_decode"  # the attention implementation a rollout here runs with
+DTYPES = ("model", "float32", "bfloat16", "float16")
+
+
+class FastRollout:
+    """es_grpo.rollout's contract (run()'s generate hook), in chunks of sampling.batch_size rows as
+    scale/chunks.py cuts them, decoded as this module says. dtype: the weights' precision while
+    decoding ("model": the model's own)."""
+
+    def __init__(self, dtype: str = "model"):
+        self.dtype = dtype
+        self.copies = {}  # id(model) -> (its copy in dtype, the weights' versions it was made from)
+        self.packs = PackedLinears()
+
+    def __call__(self, model, tokenizer, prompts: list[str], sampling: Sampling = Sampling(),
+                 first_row: int = 0, total_rows: int | None = None) -> Rollout:
+        decoder = self.in_dtype(model)
+        with self.packs.linears(decoder, min(len(prompts), sampling.batch_size)):
+            return chunked_rollout(decoder, tokenizer, prompts, sampling, first_row, total_rows,
+                                   decode=partial(fast_rollout, share=True))
+
+    def as_is(self, model, tokenizer, prompts, sampling=Sampling(), first_row=0, total_rows=None):
+        """The model exactly as it is (its dtype, layers patched by scale/population.py), every row
+        on its own: the population's row blocks hold different members' weights."""
+        return chunked_rollout(model, tokenizer, prompts, sampling, first_row, total_rows,
+                               decode=partial(fast_rollout, share=False))
+
+    def in_dtype(self, model):
+        """model, or its copy in self.dtype, made equal to model's weights if they changed."""
+        dtype = getattr(torch, self.dtype, None)
+        params = list(model.parameters())
+        if dtype is None or params[0].dtype == dtype:
+            return model
+        versions = [(p.data_ptr(), p._version) for p in params]
+        copied, seen = self.copies.get(id(model), (None, None))
+        if copied is None:
+            copied = copy.deepcopy(model).to(dtype).eval().requires_grad_(False)
+        if seen != versions:
+            with torch.no_grad():
+                for mine, theirs in zip(copied.parameters(), params):
+                    mine.copy_(theirs)
+        self.copies = {id(model): (copied, versions)}  # one model's copy at a time
+        return copied
+
+
+class PackedLinears:
+    """The model's Linear layers on oneDNN's prepacked weights while decoding, where that gives the same numbers:
+    bfloat16 and float16 weights on a CPU (prepacked, a 16-row product runs about 1.6x as fast here, bit for bit
+    the same; float32 would differ by rounding). A layer's pack is made again when its weight changes (an ES
+    member, a GRPO step: 0.17 s for 135M parameters) and held between rollouts."""
+
+    def __init__(self):
+        self.packed = {}  # id(layer) -> (the weight's version, its pack)
+
+    @contextlib.contextmanager
+    def linears(self, model, rows: int):
+        layers = [layer for layer in model.modules() if isinstance(layer, torch.nn.Linear)
+                  and "forward" not in vars(layer) and layer.weight.device.type == "cpu"
+                  and layer.weight.dtype in (torch.bfloat16, torch.float16)]
+        if not torch.backends.mkldnn.is_available():
+            layers = []
+        try:
+            for layer in layers:
+                layer.forward = partial(packed_linear, self.pack(layer, rows), layer.bias)
+            yield
+        finally:
+            for layer in layers:
+                vars(layer).pop("forward", None)  # the class's forward again
+
+    def pack(self, layer, rows: int) -> torch.Tensor:
+        version = (layer.weight.data_ptr(), layer.weight._version)
+        seen, packed = self.packed.get(id(layer), (None, None))
+        if seen != version:
+            packed = torch.ops.mkldnn._reorder_linear_weight(layer.weight.detach(), rows)
+            self.packed[id(layer)] = (version, packed)
+        return packed
+
+
+def packed_linear(packed: torch.Tensor, bias, x: torch.Tensor) -> torch.Tensor:
+    return torch.ops.mkldnn._linear_pointwise(x, packed, bias, "none", [None], "")
+
+
+def fast_rollout(model, tokenizer, prompts, sampling=Sampling(), first_row=0, total_rows=None,
+                 share=True) -> Rollout:
+    """es_grpo.rollout itself, handed a ReservedDecoder in the model's place."""
+    with attention(model, ATTENTION):
+        return rollout(ReservedDecoder(model, sampling.max_new_tokens, share), tokenizer, prompts, sampling,
+                       first_row, total_rows)
+
+
+class ReservedLayer(DynamicLayer):
+    """A cache layer that writes keys and values into room reserved at its first update for the whole
+    rollout, instead of concatenating them into new memory each step; keys and values are views of
+    the filled part, (B, H, filled, D)."""
+
+    def __init__(self, room: int):
+        super().__init__()
+        self.room = room
+
+    def lazy_initialization(self, key_states, value_states):
+        batch, heads, _, dim = key_states.shape
+        self.buffers = [s.new_empty(batch, heads, self.room, dim) for s in (key_states, value_states)]
+        self.filled, self.device, self.is_initialized = 0, key_states.device, True
+
+    def update(self, key_states, value_states, *args, **kwargs):
+        if not self.is_initialized:
+            self.lazy_initialization(key_states, value_states)
+        end = self.filled + key_states.shape[-2]
+        for buffer, states in zip(self.buffers, (key_states, value_states)):
+            buffer[:, :, self.filled:end] = states
+        self.filled = end
+        return self.views()
+
+    def views(self):
+        self.keys, self.values = (buffer[:, :, :self.filled] for buffer in self.buffers)
+        return self.keys, self.values
+
+    def batch_repeat_interleave(self, repeats: int):  # one row (the shared prefix) to every row
+        self.batch_select_indices(torch.arange(len(self.buffers[0])).repeat_interleave(repeats))
+
+    def batch_select_indices(self, indices: torch.Tensor):
+        if self.is_initialized:
+            self.buffers = [buffer[indices.to(self.device)] for buffer in self.buffers]
+            self.views()
+
+
+@dataclasses.dataclass
+class PromptLayout:
+    """A batch's prompts as they are run: the prefix all rows share once, then each distinct prompt's
+    rest (left-padded), then rows gathered from those. A row's tokens keep their positions, so its keys
+    and values are those of its whole prompt run alone, up to float rounding."""
+    prefix: torch.Tensor  # (1, c) the tokens every prompt begins with (c may be 0)
+    rest: torch.Tensor  # (U, S) each distinct prompt after the prefix, left-padded
+    rest_mask: torch.Tensor  # (U, S)
+    rows: torch.Tensor  # (B,) which distinct prompt each row is
+
+    @classmethod
+    def of(cls, ids: torch.Tensor, mask: torch.Tensor, pad_id: int, share: bool) -> PromptLayout:
+        """From a left-padded batch, ids and mask (B, P); share=False: every row its own, no prefix."""
+        prompts = [tuple(row[m.bool()].tolist()) for row, m in zip(ids, mask)]
+        distinct = list(dict.fromkeys(prompts)) if share else prompts
+        index = {prompt: i for i, prompt in enumerate(distinct)}
+        rows = torch.tensor([index[p] for p in prompts] if share else range(len(prompts)))
+        common = 0  # the prefix's length: every prompt keeps at least one token of its own
+        if share:
+            shortest = min(map(len, distinct)) - 1
+            while common < shortest and len({p[common] for p in distinct}) == 1:
+                common += 1
+        width = max(len(p) - common for p in distinct)
+        rest = torch.full((len(distinct), width), pad_id, dtype=ids.dtype)
+        rest_mask = torch.zeros(len(distinct), width, dtype=mask.dtype)
+        for i, prompt in enumerate(distinct):
+            tail = prompt[common:]
+            rest[i, width - len(tail):], rest_mask[i, width - len(tail):] = torch.tensor(tail), 1
+        return cls(torch.tensor([distinct[0][:common]], dtype=ids.dtype), rest.to(ids.device),
+                   rest_mask.to(mask.device), rows.to(ids.device))
+
+
+class ReservedDecoder:
+    """What es_grpo.token_steps calls as its model: model(input_ids, attention_mask, position_ids, use_cache,
+    cache).logits (B, 1, V), the next token's only. Its first call runs the prompts as PromptLayout lays them
+    out, later calls a token a step, into ReservedLayers (the cache token_steps passes is left unused); rows
+    keep es_grpo's positions, the mask is the layout's. Parameters and configs are the model's."""
+
+    def __init__(self, model, max_new_tokens: int, share: bool):
+        self.model, self.max_new_tokens, self.share = model, max_new_tokens, share
+        self.config, self.generation_config = model.config, model.generation_config
+        self.cache = self.mask = None
+        self.keep = "logits_to_keep" in inspect.signature(model.forward).parameters
+
+    def parameters(self):
+        return self.model.parameters()
+
+    def __call__(self, input_ids, attention_mask, position_ids, use_cache=True, cache=None):
+        if self.cache is None:
+            logits = self.prompts(input_ids, attention_mask)
+        else:
+            self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], 1)  # (B, c + S + t)
+            logits = self.logits(input_ids, self.mask, position_ids)
+        return SimpleNamespace(logits=logits[:, None])  # (B, 1, V)
+
+    forward = __call__  # es_grpo.cache_argument reads its signature
+
+    def logits(self, inputs, mask, positions) -> torch.Tensor:  # (B, V) at each row's last position
+        kept = {"logits_to_keep": 1} if self.keep else {}
+        out = self.model(input_ids=inputs, attention_mask=mask, position_ids=positions,
+                         use_cache=True, **{cache_argument(self.model): self.cache}, **kept)
+        return out.logits[:, -1]
+
+    def prompts(self, ids, mask) -> torch.Tensor:
+        pad = int(ids[mask == 0][0]) if (mask == 0).any() else 0
+        layout = PromptLayout.of(ids, mask, pad, self.share)
+        common, width = layout.prefix.shape[1], layout.rest.shape[1]
+        self.cache = reserved_cache(self.model, common + width + self.max_new_tokens)
+        if common:  # the shared prefix once, then its keys and values to every distinct prompt
+            self.logits(layout.prefix, torch.ones_like(layout.prefix),
+                        torch.arange(common, device=ids.device)[None])
+            self.cache.batch_repeat_interleave(len(layout.rest))
+        joined = torch.cat([torch.ones(len(layout.rest), common, dtype=mask.dtype,
+                                       device=mask.device), layout.rest_mask], 1)  # (U, c + S)
+        positions = (joined.cumsum(-1) - 1).clamp(min=0)[:, common:]  # (U, S) as in the whole prompt
+        logits = self.logits(layout.rest, joined, positions)  # (U, V)
+        self.cache.batch_select_indices(layout.rows)
+        self.mask = joined[layout.rows]  # (B, c + S)
+        return logits[layout.rows]
+
+
+def reserved_cache(model, room: int) -> DynamicCache:
+    """A DynamicCache whose full-attention layers are ReservedLayers of `room` positions (a sliding
+    window's layers stay as transformers makes them)."""
+    cache = DynamicCache(config=model.config)
+    cache.layers = [ReservedLayer(room) if type(layer) is DynamicLayer else layer
+                    for layer in cache.layers]
+    return cache
+
+
+def decode_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
+                     **kwargs):
+    """SDPA (transformers' own) for a pass of many query tokens; for one, two grouped matmuls over
+    the cache. query (B, H, q, D); key, value (B, Hkv, L, D); attention_mask (B, 1, q, L) bool or
+    None. Returns (B, q, H, D), as transformers' attention functions do."""
+    batch, heads, length, dim = query.shape
+    if length > 1 or dropout or kwargs.get("softcap") is not None:
+        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
+                                      scaling=scaling, **kwargs)
+    grouped = query.view(batch, key.shape[1], -1, dim)  # (B, Hkv, H / Hkv, D)
+    scores = torch.matmul(grouped, key.transpose(-1, -2)).float() * scaling  # (B, Hkv, G, L)
+    if attention_mask is not None:
+        scores = scores.masked_fill(~attention_mask, float("-inf"))
+    out = torch.matmul(scores.softmax(-1).to(value.dtype), value)  # (B, Hkv, G, D)
+    return out.reshape(batch, heads, 1, dim).transpose(1, 2), None
+
+
+AttentionInterface.register(ATTENTION, decode_attention)
+AttentionMaskInterface.register(ATTENTION, sdpa_mask)
+
+
+@contextlib.contextmanager
+def attention(model, name: str):
+    """The model runs with attention implementation `name` inside, with its own again after."""
+    before = model.config._attn_implementation
+    if before != "sdpa":  # eager, flash and others keep their own
+        yield
+        return
+    model.set_attn_implementation(name)
+    try:
+        yield
+    finally:
+        model.set_attn_implementation(before)

@@ -1,0 +1,189 @@
+"""A real language model end to end: SmolLM2-135M-Instruct (scale/real_model.py's folder) through the chat
+template, the stop tokens, the fast HF rollout, ES (batched and member by member), GRPO, kill and resume, and the
+vLLM engine where it is installed. .ci/run's real-model tier builds the folder and sets ES_GRPO_REAL_MODEL to it;
+elsewhere these tests are skipped (a folder that is named but missing fails)."""
+import copy
+import dataclasses
+import importlib.util
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+import torch
+
+import es_grpo
+from conftest import ROOT, run_scale
+
+FOLDER = os.environ.get("ES_GRPO_REAL_MODEL", "")
+if not FOLDER:
+    pytest.skip("set ES_GRPO_REAL_MODEL to scale/real_model.py's folder (.ci/run's real-model tier)",
+                allow_module_level=True)
+assert (Path(FOLDER) / "config.json").is_file(), f"ES_GRPO_REAL_MODEL={FOLDER}: no model folder there"
+
+GREEDY = es_grpo.Sampling(max_new_tokens=96, batch_size=256)
+SMALL = ["--model", FOLDER, "--task", "add", "--eval-problems", "4", "--eval-samples", "16",
+         "--heldout-problems", "2", "--max-new-tokens", "24", "--es-population", "2", "--es-prompts", "4",
+         "--grpo-prompts", "2", "--grpo-group", "2", "--grpo-lr", "1e-5", "--es-sigma", "1e-3",
+         "--es-alpha", "1e-4", "--steps", "2"]
+
+
+@pytest.fixture(scope="module")
+def real():
+    torch.set_num_threads(2)  # a 135M model's matmuls pay for a second thread (conftest sets one)
+    model, tokenizer = es_grpo.load_model(FOLDER)
+    return model, tokenizer
+
+
+def problems(count: int, seed: int = 1) -> list[dict]:
+    return es_grpo.generate_problems("add", count, seed=seed)
+
+
+def test_the_folder_was_built_and_checked_by_the_converter():
+    record = json.loads((Path(FOLDER) / "conversion.json").read_text())
+    assert record["parameters"] == 134_515_008 and record["reward"] == 1.0 and set(record["eos_ids"]) >= {2}
+
+
+def test_prompts_go_through_the_chat_template_once(real):
+    """A user turn and an open assistant turn, from the model's own template, and no second start token."""
+    _, tokenizer = real
+    prompt = es_grpo.prompt_text(problems(1)[0], tokenizer)
+    assert prompt.count("<|im_start|>user\n") == 1 and prompt.endswith("<|im_start|>assistant\n")
+    ids = tokenizer(prompt, add_special_tokens=tokenizer.chat_template is None)["input_ids"]
+    assert ids[0] == tokenizer.convert_tokens_to_ids("<|im_start|>") and ids[1] != ids[0]
+
+
+def test_greedy_decoding_stops_at_the_end_of_the_turn(real):
+    """Every row that ends before max_new_tokens ends on an end-of-turn id, most rows end, and no completion runs
+    on into another turn."""
+    model, tokenizer = real
+    roll = es_grpo.rollout(model, tokenizer, [es_grpo.prompt_text(p, tokenizer) for p in problems(16)], GREEDY)
+    lengths = roll.completion_mask.sum(1)
+    ended = lengths < GREEDY.max_new_tokens
+    last = roll.completion_ids[torch.arange(len(lengths)), lengths - 1]
+    assert ended.float().mean() > 0.8
+    assert all(int(token) in es_grpo.eos_ids(model, tokenizer) for token in last[ended])
+    assert not any("<|im_start|>" in text or "\nuser\n" in text for text in roll.texts)
+
+
+def test_the_fast_rollout_decodes_as_es_grpo_rollout_and_bfloat16_mostly_as_float32(real):
+    """scale/decode.py at float32 against es_grpo.rollout on 32 greedy rows: the same completions (float rounding
+    may flip a near-tie: at most one row); in bfloat16 (a copy), the share of rows that decode as float32 does."""
+    from scale.decode import FastRollout
+    model, tokenizer = real
+    prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems(32, seed=2)]
+    reference = es_grpo.rollout(model, tokenizer, prompts, GREEDY).texts
+    same = sum(a == b for a, b in zip(FastRollout()(model, tokenizer, prompts, GREEDY).texts, reference))
+    halved = sum(a == b for a, b in zip(FastRollout("bfloat16")(model, tokenizer, prompts, GREEDY).texts, reference))
+    print(f"fast float32: {same}/32 rows as es_grpo.rollout; bfloat16: {halved}/32 as float32")
+    assert same >= 31 and halved >= 16
+
+
+def es_update(model, tokenizer, batched: str) -> tuple[dict, list[torch.Tensor]]:
+    from scale import config
+    from scale.population import PopulationScorer
+    args = config.parse_args(SMALL)
+    params = list(model.parameters())
+    state = es_grpo.ESState(params, es_grpo.master_weights(params))
+    run = es_grpo.Context(args, model, tokenizer, score_members=PopulationScorer(batched))
+    stats = [es_grpo.es_step(run, state, problems(4, seed=5 + i), seed=i) for i in range(2)]
+    return stats, state.master
+
+
+def test_two_es_updates_batched_and_member_by_member_agree_and_move_the_weights(real):
+    model, tokenizer = real
+    (batched, master_batched), (in_turn, master_in_turn) = (es_update(copy.deepcopy(model), tokenizer, mode)
+                                                            for mode in ("on", "off"))
+    assert [s["reward"] for s in batched] == [s["reward"] for s in in_turn]
+    base = es_grpo.master_weights(list(model.parameters()))
+    moved = max(float((a - b).abs().max()) for a, b in zip(master_in_turn, base))
+    apart = max(float((a - b).abs().max()) for a, b in zip(master_batched, master_in_turn))
+    print(f"ES at 135M: the update moved weights by up to {moved:.1e}; batched and in turn differ by {apart:.1e}")
+    assert moved > 0 and apart < 1e-6 and all(torch.isfinite(m).all() for m in master_batched)
+
+
+def test_two_grpo_updates_change_the_weights_and_keep_them_finite(real):
+    from scale import config
+    from scale.grpo import grpo_step
+    model, tokenizer = real
+    policy = copy.deepcopy(model)
+    args = config.parse_args(SMALL + ["--grpo-autocast"])
+    optimizer = torch.optim.AdamW(policy.parameters(), lr=args.grpo_lr, weight_decay=0.0)
+    state = es_grpo.GRPOState(optimizer, copy.deepcopy(model).requires_grad_(False))
+    for i in range(2):
+        stats = grpo_step(es_grpo.Context(args, policy, tokenizer), state, problems(2, seed=9 + i), seed=i)
+        assert all(map(lambda v: not isinstance(v, float) or v == v, stats.values()))
+    changed = sum(not torch.equal(a, b) for a, b in zip(policy.parameters(), model.parameters()))
+    assert changed > 0 and all(torch.isfinite(p).all() for p in policy.parameters())
+
+
+def test_a_killed_real_model_run_resumes_bit_identical(tmp_path):
+    """`python -m scale.train` ES on the real model, SIGKILLed once its first update's checkpoint is written,
+    then --resume: weights and metrics as the uninterrupted run's."""
+    flags = [*SMALL, "--algo", "es", "--save-every", "1", "--eval-problems", "1", "--heldout-problems", "1"]
+    whole = run_scale(*flags, "--out", str(tmp_path / "whole"))
+    assert whole.returncode == 0, whole.stderr[-2000:]
+    killed = tmp_path / "killed"
+    process = subprocess.Popen([sys.executable, "-m", "scale.train", *flags, "--out", str(killed)], cwd=ROOT,
+                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    deadline = time.time() + 600
+    while process.poll() is None and time.time() < deadline:
+        metrics = killed / "metrics.jsonl"
+        if metrics.exists() and metrics.read_text().count("\n") >= 1 and (killed / "checkpoint.pt").exists():
+            process.send_signal(signal.SIGKILL)
+            break
+        time.sleep(0.2)
+    process.wait()
+    assert not (killed / "summary.json").exists(), "the run finished before it could be killed"
+    resumed = run_scale("--resume", str(killed))
+    assert resumed.returncode == 0, resumed.stderr[-2000:]
+    from safetensors.torch import load_file
+    a, b = (load_file(folder / "stage1-es" / "model.safetensors") for folder in (tmp_path / "whole", killed))
+    assert all(torch.equal(a[k], b[k]) for k in a)
+    lines = [[{k: v for k, v in json.loads(line).items() if k not in ("seconds", "seq_per_s")}
+              for line in (folder / "metrics.jsonl").read_text().splitlines()]
+             for folder in (tmp_path / "whole", killed)]
+    assert lines[0] == lines[1]
+
+
+@pytest.mark.skipif(importlib.util.find_spec("vllm") is None, reason="needs vLLM (the real-model tier installs it)")
+def test_es_inside_the_vllm_engine_updates_as_the_hf_path(real):
+    """The same ES update with members built inside vLLM's CPU engine (float32) and in the transformers model:
+    the share of greedy completions that agree (float kernels differ: oneDNN's against torch's), and where
+    every member's completions agree, the same rewards and master bit for bit."""
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    from scale import config
+    from scale.vllm_rollout import EngineSettings, VLLMRollout
+    model, tokenizer = real
+    engine = VLLMRollout.launch(EngineSettings(FOLDER, "float32", 0.5, 256, 8192, 256, 0, 600))
+    engine.start()
+    try:
+        args = dataclasses.replace(config.parse_args(SMALL), es_population=4)
+        texts = {"engine": [], "hf": []}
+
+        def recording(name, generate):
+            def decode(*a, **k):
+                roll = generate(*a, **k)
+                texts[name].extend(roll.texts)
+                return roll
+            return decode
+        twin = copy.deepcopy(model)
+        master = es_grpo.master_weights(list(model.parameters()))
+        inside = es_grpo.es_step(es_grpo.Context(args, model, tokenizer, recording("engine", engine)),
+                                 es_grpo.ESState(engine.es_weights(model), master), problems(4, seed=7), seed=3)
+        params = list(twin.parameters())
+        expected_master = es_grpo.master_weights(params)
+        outside = es_grpo.es_step(es_grpo.Context(args, twin, tokenizer, recording("hf", es_grpo.rollout)),
+                                  es_grpo.ESState(params, expected_master), problems(4, seed=7), seed=3)
+        agree = sum(a == b for a, b in zip(texts["engine"], texts["hf"]))
+        print(f"vLLM engine against the HF path, float32 greedy: {agree}/{len(texts['hf'])} completions agree")
+        assert agree >= len(texts["hf"]) // 2
+        if agree == len(texts["hf"]):
+            assert inside["reward"] == outside["reward"]
+            assert all(torch.equal(a, b) for a, b in zip(master, expected_master))
+    finally:
+        engine.shutdown()
