@@ -298,9 +298,10 @@ def plain_number(text: str) -> str:
     power, $...$ or \\(...\\)) or an equation: declined, never read from inside."""
     found = list(NUMBER.finditer(text))
     start, end = found[-1].span() if found else (0, 0)
-    before = re.search(r"[^\s=]*$", text[:start])[0]  # the number's word, up to it
+    before = re.split(r"[\s=]", text[:start])[-1]  # the number's word, up to it (linear time)
     outside = text[:start - len(before)]
-    math = outside.count("$") % 2 or re.search(r"\\[(\[](?!.*\\[)\]])", outside, re.S)
+    opener = max(outside.rfind("\\("), outside.rfind("\\["))  # is the last \( or \[ still open?
+    math = outside.count("$") % 2 or opener >= 0 and not re.search(r"\\[)\]]", outside[opener:])
     alone = re.fullmatch(r"[$*]*", before) and re.match(r"[.,;:!?*$]*(\s|$)", text[end:])
     return found[-1][0] if found and alone and not math and "=" not in text[end:] else ""
 

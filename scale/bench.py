@@ -244,12 +244,16 @@ def bench_growth(repeats: int) -> list[str]:
 
 
 def child(kind: str, size: str, repeats: str = "1"):
-    """Run one configuration and print its peak resident set (in a fresh process, so peaks do not mix)."""
+    """Run one configuration and print its peak resident set (in a fresh process, so peaks do not mix); or
+    ("part", NAME, REPEATS) one part's rows, as JSON."""
+    if kind == "part":
+        torch.set_num_threads(2)
+        return print(json.dumps((COMPARISONS.get(size) or TABLES[size])(int(repeats))))
     if kind in ("hf-generate", "vllm-generate", "hf-es", "vllm-es") and size in ("tiny", "52M"):
         return vllm_child(kind, size, int(repeats))
-    if kind in ("hf-generate", "vllm-generate") and size in ("real-float32", "real-bfloat16"):
+    if kind in ("hf-generate", "vllm-generate", "hf-es", "vllm-es") and size in ("real-float32", "real-bfloat16"):
         return real_engine_child(kind, size.split("-")[1], int(repeats))
-    if size == "real" and kind in ("inference", "es-off", "grpo"):
+    if size == "real" and kind in ("inference", "es-off", "es-on", "grpo"):
         return real_child(kind)
     if kind not in ("inference", "es", "es-off", "grpo") or size not in ("tiny", "60M"):
         raise SystemExit(f"--child: no configuration {kind} {size}")
@@ -443,11 +447,13 @@ def vllm_child(kind: str, size: str, repeats: int):
 
 
 def real_engine_child(kind: str, dtype: str, repeats: int):
-    """The real model's 64 prompts, greedy, <= 64 new tokens, in `dtype`: the HF path (scale/decode.py) or vLLM's
-    engine; median seconds and tokens of `repeats` runs after a warm-up, and peak RSS."""
+    """On the real model in `dtype`, the HF path (scale/decode.py) or vLLM's engine: 64 prompts, greedy, <= 64 new
+    tokens (hf-generate, vllm-generate), or one ES update of N=16 x 16 prompts, greedy, <= 48 new tokens (hf-es:
+    the automatic path; vllm-es: members inside the engine); median seconds and tokens of `repeats` runs after a
+    warm-up, and peak RSS."""
     from scale.decode import FastRollout
     torch.set_num_threads(2)
-    model, tokenizer, _, problems = real_setup(dtype)
+    model, tokenizer, args, problems = real_setup(dtype)
     prompts, greedy = [es_grpo.prompt_text(p, tokenizer) for p in problems[:64]], es_grpo.Sampling(max_new_tokens=64)
     generate = FastRollout()
     if kind.startswith("vllm"):
@@ -455,9 +461,21 @@ def real_engine_child(kind: str, dtype: str, repeats: int):
         os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
         generate = VLLMRollout.launch(EngineSettings(REAL_FOLDER, dtype, 0.5, 256, 8192, 256, 0, 600))
         generate.start()
-    tokens = [generate(model, tokenizer, prompts, greedy).tokens]  # the warm-up
-    seconds = [timed(lambda: tokens.append(generate(model, tokenizer, prompts, greedy).tokens))
-               for _ in range(repeats)]
+    if kind.endswith("generate"):
+        def run():
+            return generate(model, tokenizer, prompts, greedy).tokens
+    else:
+        params, counter = list(model.parameters()), iter(range(10**6))
+        args = dataclasses.replace(args, es_population=16, es_prompts=16, max_new_tokens=48)
+        state = es_grpo.ESState(generate.es_weights(model) if kind.startswith("vllm") else params,
+                                es_grpo.master_weights(params))
+        scorer = es_grpo.score_members if kind.startswith("vllm") else PopulationScorer("auto")
+        context = es_grpo.Context(args, model, tokenizer, generate, score_members=scorer)
+
+        def run():
+            return es_grpo.es_step(context, state, problems[:16], next(counter))["tokens"]
+    tokens = [run()]  # the warm-up
+    seconds = [timed(lambda: tokens.append(run())) for _ in range(repeats)]
     print(json.dumps({"seconds": statistics.median(seconds), "tokens": tokens[-1], "rss_mb": peak_rss_mb(),
                       "params_m": sum(p.numel() for p in model.parameters()) / 1e6}))
     if kind.startswith("vllm"):
@@ -476,6 +494,10 @@ def bench_real_engine(repeats: int) -> list[tuple]:
         rows.append((f"rollout tokens/s, HF path / vLLM CPU engine, {dtype} (SmolLM2-135M-Instruct, 64 prompts, "
                      "greedy, <= 64 new)", hf["tokens"] / hf["seconds"], engine["tokens"] / engine["seconds"],
                      ">= 0.5", f"peak RSS MB: {hf['rss_mb']:.0f} / {engine['rss_mb']:.0f}"))
+    hf, engine = (in_child(kind, "real-bfloat16", "1") for kind in ("hf-es", "vllm-es"))
+    rows.append(("ES update s, HF path / members inside the vLLM CPU engine, bfloat16 (N=16 x 16 prompts, greedy, "
+                 "<= 48 new)", hf["seconds"], engine["seconds"], "reported",
+                 f"peak RSS MB: {hf['rss_mb']:.0f} / {engine['rss_mb']:.0f}"))
     return rows
 
 
@@ -680,9 +702,9 @@ def real_child(kind: str):
     if kind == "inference":
         prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems[:16]]
         run = lambda: fast(model, tokenizer, prompts, args.sampling("es", 0))
-    elif kind == "es-off":
+    elif kind in ("es-off", "es-on"):  # member by member, or the population decoded in one batch
         state = es_grpo.ESState(params, es_grpo.master_weights(params))
-        context = es_grpo.Context(args, model, tokenizer, fast, score_members=PopulationScorer("off"))
+        context = es_grpo.Context(args, model, tokenizer, fast, score_members=PopulationScorer(kind[3:]))
         run = lambda: es_grpo.es_step(context, state, problems[:16], next(counter))
     else:
         optimizer = torch.optim.AdamW(params, lr=1e-6, weight_decay=0.0)
@@ -694,11 +716,12 @@ def real_child(kind: str):
 
 
 def bench_real_memory(repeats: int) -> list[tuple]:
-    peak = {kind: in_child(kind, "real") for kind in ("inference", "es-off", "grpo")}
+    peak = {kind: in_child(kind, "real") for kind in ("inference", "es-off", "es-on", "grpo")}
     base = peak["inference"]["rss_mb"]
     return [(f"Peak RSS, {name} / inference (SmolLM2-135M-Instruct, 16 rows, bfloat16 decoding)",
              peak[kind]["rss_mb"], base, goal, f"MB: {peak[kind]['rss_mb']:.0f} / {base:.0f}")
             for kind, name, goal in (("es-off", "ES member by member (N=4 x 16, fp32 master)", "<= 1.3"),
+                                     ("es-on", "ES population-batched (N=4 x 16, fp32 master)", "reported"),
                                      ("grpo", "GRPO step (8 x 8, fp32 weights and AdamW)", "reported"))]
 
 
@@ -762,8 +785,9 @@ def main(argv=None):
     failed, header = [], False
     for part in parts:
         tick = time.time()
-        try:
-            measured = (COMPARISONS.get(part) or TABLES[part])(flags.repeats)
+        try:  # a real-model part beside others runs in a process of its own: together they outgrow 24 GB
+            measured = (in_child("part", part, str(flags.repeats)) if part in REAL and len(parts) > 1
+                        else (COMPARISONS.get(part) or TABLES[part])(flags.repeats))
         except Exception as error:  # one line, and the other parts still run
             print(f"part {part} failed after {time.time() - tick:.0f} s: {type(error).__name__}: {error}", flush=True)
             failed.append(part)

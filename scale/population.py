@@ -87,6 +87,7 @@ def members_together(run: Context, state: ESState, prompts: int, mine: int, mode
     free = torch.cuda.mem_get_info(first.device)[0] / 2 if first.device.type == "cuda" else 2**30
     return together if stacked <= free else 0
 
+
 def decode_as_is(generate: Callable) -> Callable:
     """The generate hook as the population needs it: the model as it is (its layers patched), every row on its
     own (rows of one prompt hold different members' weights, so none is shared)."""

@@ -16,7 +16,6 @@ from __future__ import annotations
 import hashlib
 import importlib.util
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -74,17 +73,13 @@ def convert(gguf: Path, out: Path):
     from transformers import AutoModelForCausalLM, AutoTokenizer
     es_grpo.transformers.logging.set_verbosity_error()
     es_grpo.transformers.logging.disable_progress_bar()
-    quiet = os.environ.get("TQDM_DISABLE")
-    os.environ["TQDM_DISABLE"] = "1"  # the GGUF reader's own progress bars
-    try:
+    try:  # transformers' GGUF reader shows its own progress bar (a few seconds): left as it is
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         quantised = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     except ImportError as err:  # the gguf package
         raise es_grpo.BadInput(f"cannot read GGUF files ({str(err).splitlines()[0]}): `{INSTALL}`") from None
     except (OSError, ValueError, KeyError) as err:
         raise es_grpo.BadInput(f"{gguf}: not a model transformers can read ({str(err).splitlines()[0]})") from None
-    finally:
-        os.environ.pop("TQDM_DISABLE") if quiet is None else os.environ.update(TQDM_DISABLE=quiet)
     config = quantised.config
     del config.quantization_config  # the weights are plain float32 now: a quantised model cannot be saved
     model = AutoModelForCausalLM.from_config(config, dtype=torch.float32)

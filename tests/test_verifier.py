@@ -364,7 +364,8 @@ def test_the_verifier_command_reads_math_verifys_tables_as_literals(tmp_path):
 LATEX_TRAPS = [  # wrong answers whose text holds the right number inside LaTeX or a longer word
     ("$\\frac{1+\\sqrt{5}}{2}$", "2"), ("$-[0,1)$", "1"), ("$\\sqrt{2} \\cdot 2$", "2"), ("so x^2", "2"),
     ("it is 10^{10}", "10"), ("It is 1,234.", "234"), ("AZYUK2A", "2"), ("$x = 5 + y$", "5"),
-    ("\\( 3 \\cdot 4 \\)", "4"), ("the interval [0, 1)", "1"), ("\\frac{3}{4}", "4"), ("e^{-2}", "-2")]
+    ("\\( 3 \\cdot 4 \\)", "4"), ("the interval [0, 1)", "1"), ("\\frac{3}{4}", "4"), ("e^{-2}", "-2"),
+    ("\\[ 3 \\cdot\n4", "4"), ("\\(1\\) and \\[x +\n2", "2")]
 
 
 @pytest.mark.parametrize("completion, answer", LATEX_TRAPS)
@@ -376,6 +377,7 @@ def test_the_reference_never_reads_a_number_from_inside_latex(completion, answer
 
 @pytest.mark.parametrize("completion, answer", [
     ("32 + 22 = 54", "54"), ("The answer is 41.", "41"), ("**42**", "42"), ("Answer $$ 9 $$", "9"),
-    ("The answer is \\boxed{}, which is 156.", "156"), ("So she has -7!", "-7"), ("$54$", "54")])
+    ("The answer is \\boxed{}, which is 156.", "156"), ("So she has -7!", "-7"), ("$54$", "54"),
+    ("The answer is\n42", "42"), ("\\(x\\) is\n42", "42")])
 def test_the_reference_reads_a_plain_final_number_as_the_model_meant_it(completion, answer):
     assert es_grpo.math_grade(completion, answer)[0] == 1.0
