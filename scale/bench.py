@@ -415,70 +415,55 @@ def vllm_child(kind: str, size: str, repeats: int):
     runs after a warm-up, and the process's peak RSS (the engine's KV cache included: VLLM_CPU_KVCACHE_SPACE)."""
     torch.set_num_threads(2)
     model, tokenizer, args, problems, folder, prompts = vllm_setup(size)
-    generate = es_grpo.rollout
-    if kind.startswith("vllm"):
-        from scale.vllm_rollout import EngineSettings, VLLMRollout
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-        generate = VLLMRollout.launch(EngineSettings(folder, "float32", 0.5, 64, 8192, 256, 0, 600))
-        generate.start()
-    if kind.endswith("generate"):
-        def run():
-            return generate(model, tokenizer, prompts, args.sampling("es", 0)).tokens
-    else:
-        params = list(model.parameters())
-        state = es_grpo.ESState(generate.es_weights(model) if kind.startswith("vllm") else params,
-                                es_grpo.master_weights(params))
-        scorer = es_grpo.score_members if kind.startswith("vllm") else PopulationScorer("auto")
-        context = es_grpo.Context(args, model, tokenizer, generate, score_members=scorer)
-        counter = iter(range(10**6))
-
-        def run():
-            return es_grpo.es_step(context, state, problems[:args.es_prompts], next(counter))["tokens"]
-    run()
-    times, tokens = [], 0
-    for _ in range(repeats):
-        tick = time.perf_counter()
-        tokens = run()
-        times.append(time.perf_counter() - tick)
-    print(json.dumps({"seconds": statistics.median(times), "tokens": tokens, "rss_mb": peak_rss_mb(),
-                      "params_m": sum(p.numel() for p in model.parameters()) / 1e6}))
-    if kind.startswith("vllm"):
-        generate.shutdown()
+    generate = launched_engine(folder, "float32", 64) if kind.startswith("vllm") else es_grpo.rollout
+    measure_child(kind, (model, tokenizer, args, problems), generate, prompts, args.sampling("es", 0), repeats)
 
 
 def real_engine_child(kind: str, dtype: str, repeats: int):
     """On the real model in `dtype`, the HF path (scale/decode.py) or vLLM's engine: 64 prompts, greedy, <= 64 new
     tokens (hf-generate, vllm-generate), or one ES update of N=16 x 16 prompts, greedy, <= 48 new tokens (hf-es:
-    the automatic path; vllm-es: members inside the engine); median seconds and tokens of `repeats` runs after a
-    warm-up, and peak RSS."""
+    the automatic path; vllm-es: members inside the engine)."""
     from scale.decode import FastRollout
     torch.set_num_threads(2)
     model, tokenizer, args, problems = real_setup(dtype)
-    prompts, greedy = [es_grpo.prompt_text(p, tokenizer) for p in problems[:64]], es_grpo.Sampling(max_new_tokens=64)
-    generate = FastRollout()
-    if kind.startswith("vllm"):
-        from scale.vllm_rollout import EngineSettings, VLLMRollout
-        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
-        generate = VLLMRollout.launch(EngineSettings(REAL_FOLDER, dtype, 0.5, 256, 8192, 256, 0, 600))
-        generate.start()
+    args = dataclasses.replace(args, es_population=16, es_prompts=16, max_new_tokens=48)
+    prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems[:64]]
+    generate = launched_engine(REAL_FOLDER, dtype, 256) if kind.startswith("vllm") else FastRollout()
+    measure_child(kind, (model, tokenizer, args, problems), generate, prompts, es_grpo.Sampling(max_new_tokens=64),
+                  repeats)
+
+
+def launched_engine(folder: str, dtype: str, max_seqs: int):
+    """vLLM's engine on folder, started (its CPU build: a KV cache of VLLM_CPU_KVCACHE_SPACE GiB, 1 unless set)."""
+    from scale.vllm_rollout import EngineSettings, VLLMRollout
+    os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
+    engine = VLLMRollout.launch(EngineSettings(folder, dtype, 0.5, max_seqs, 8192, 256, 0, 600))
+    engine.start()
+    return engine
+
+
+def measure_child(kind: str, setup: tuple, generate, prompts: list[str], sampling, repeats: int):
+    """Print median seconds and tokens of `repeats` runs after a warm-up, and peak RSS: a generation of prompts
+    (kind ...-generate) or an ES update of args.es_population x args.es_prompts (...-es; vllm-es: members inside
+    the engine, else the automatic path)."""
+    model, tokenizer, args, problems = setup
+    in_engine = kind.startswith("vllm")
     if kind.endswith("generate"):
         def run():
-            return generate(model, tokenizer, prompts, greedy).tokens
+            return generate(model, tokenizer, prompts, sampling).tokens
     else:
         params, counter = list(model.parameters()), iter(range(10**6))
-        args = dataclasses.replace(args, es_population=16, es_prompts=16, max_new_tokens=48)
-        state = es_grpo.ESState(generate.es_weights(model) if kind.startswith("vllm") else params,
-                                es_grpo.master_weights(params))
-        scorer = es_grpo.score_members if kind.startswith("vllm") else PopulationScorer("auto")
+        state = es_grpo.ESState(generate.es_weights(model) if in_engine else params, es_grpo.master_weights(params))
+        scorer = es_grpo.score_members if in_engine else PopulationScorer("auto")
         context = es_grpo.Context(args, model, tokenizer, generate, score_members=scorer)
 
         def run():
-            return es_grpo.es_step(context, state, problems[:16], next(counter))["tokens"]
+            return es_grpo.es_step(context, state, problems[:args.es_prompts], next(counter))["tokens"]
     tokens = [run()]  # the warm-up
     seconds = [timed(lambda: tokens.append(run())) for _ in range(repeats)]
     print(json.dumps({"seconds": statistics.median(seconds), "tokens": tokens[-1], "rss_mb": peak_rss_mb(),
                       "params_m": sum(p.numel() for p in model.parameters()) / 1e6}))
-    if kind.startswith("vllm"):
+    if in_engine:
         generate.shutdown()
 
 

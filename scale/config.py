@@ -28,7 +28,7 @@ class Args(es_grpo.Args):
     data: str = flag("", "training problems, JSONL (empty: the built-in task generator)")
     eval_data: str = flag("", "evaluation problems, JSONL (empty: held out from --data)")
     task: str = flag("auto", "task of --data (auto: by its fields); without --data the built-in one (auto: "
-                             "countdown; add, two-digit sums, for chat models)", ("auto", "math", *es_grpo.HELDOUT))
+                             "countdown; add, two-digit sums, for chat models)", (*es_grpo.TASKS, "math"))
     preset: str = flag("tiny", "defaults: tiny (CPU, shipped model) or paper", tuple(PRESETS))
     overwrite: bool = flag(False, "replace an existing run folder (one a run made)")
     grpo_epochs: int = flag(1, "optimizer steps per rollout batch", least=1)

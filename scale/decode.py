@@ -3,7 +3,7 @@ weights in a lower precision; run()'s `generate` hook of `python -m scale.train 
 
 Where a decode step of a 135M model went (report/NOTES.md, "Real-size speed"), and what this does:
 - the cache grew by torch.cat: each step copied every layer's keys and values into new memory, which
-  this machine pages in at about 1 GB/s (steps slowed from 0.3 to 1 s by the 60th token). Here each
+  this machine pages in at about 1 GB/s (steps slowed from 0.3 to 1 s as the cache grew). Here each
   layer writes into room reserved for the whole rollout (ReservedLayer).
 - the prompt's pass computed logits over the 49k-token vocabulary at every prompt position; here at
   the last one only (logits_to_keep).
@@ -14,8 +14,8 @@ Where a decode step of a 135M model went (report/NOTES.md, "Real-size speed"), a
 - float32 weights: FastRollout(dtype) decodes a copy in that dtype, refreshed whenever the model's
   weights change, while ES's master and GRPO's AdamW stay float32.
 The rest is es_grpo.rollout's own code: seeded noise by row, stops, log-probs and entropy over the
-full vocabulary in float32. Sharing changes only how keys and values are computed (tests/test_decode.py
-measures how often a token differs from es_grpo.rollout's: float rounding).
+full vocabulary in float32. Sharing changes only how keys and values are computed, up to float rounding
+(tests/test_decode.py: the same tokens as es_grpo.rollout on the tiny model).
 """
 from __future__ import annotations
 

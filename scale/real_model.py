@@ -61,11 +61,8 @@ def source_file(path: str, scratch: Path) -> Path:
 
 
 def digest(path: Path) -> str:
-    sha = hashlib.sha256()
     with open(path, "rb") as file:
-        for block in iter(lambda: file.read(1 << 24), b""):
-            sha.update(block)
-    return sha.hexdigest()
+        return hashlib.file_digest(file, "sha256").hexdigest()
 
 
 def convert(gguf: Path, out: Path):

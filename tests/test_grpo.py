@@ -128,7 +128,7 @@ def test_more_than_one_grpo_epoch_reuses_the_sampling_policy_and_clips(fresh_tin
 
 def test_an_autocast_grpo_step_takes_float32_s_gradient_up_to_bfloat16_rounding(tiny):
     """--grpo-autocast: the same rows and rewards, and a gradient pointing where float32's does (cosine > 0.99;
-    its size within 5%), the weights left float32."""
+    its size within 5%) but not equal to it (the passes did run in bfloat16), the weights left float32."""
     import copy
     from scale.config import Args
     from scale.grpo import grpo_step
@@ -147,3 +147,4 @@ def test_an_autocast_grpo_step_takes_float32_s_gradient_up_to_bfloat16_rounding(
     size = float(steps[1].norm() / steps[0].norm())
     print(f"autocast against float32: gradient cosine {cosine:.4f}, size ratio {size:.4f}")
     assert rewards[0] == rewards[1] and cosine > 0.99 and abs(size - 1) < 0.05
+    assert not torch.equal(steps[0], steps[1])  # autocast did run: bfloat16's rounding shows
