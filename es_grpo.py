@@ -11,9 +11,11 @@ GRPO->ES schedule.
     python es_grpo.py --model models/SmolLM2-135M-Instruct --task add   # from scale/real_model.py
     torchrun --nproc_per_node=8 -m scale.train ...   # many GPUs: these functions, through hooks
 
-Sections follow the paper: config, model, task and verifier, rollout, Pass@K, GRPO, ES, schedule,
-run; math-verify's time bound last. Each idea in its simplest honest form; scale/ fills run()'s
-hooks (Context) for long, fast or many-GPU runs, each tested to give the same result.
+Sections follow the paper (config, model, task and verifier, rollout, Pass@K, GRPO, ES, schedule,
+run; math-verify's time bound last). The ideas, in reading order: rollout, pass_at_k, grpo_loss,
+grpo_step, set_weights, es_update, es_step, train_schedule, run. A first reading may skip the flag
+checks (checked), load errors (load_model), the LaTeX path (math_grade, latex_compare) and the hook
+defaults (OneProcess, RunFolder, Context), which scale/ fills, each tested to give the same result.
 
 Deliberate departures from the paper (the tiny defaults unless marked; scale.train's --preset
 paper restores the paper's settings):

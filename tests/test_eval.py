@@ -6,7 +6,10 @@ import pytest
 import torch
 
 import es_grpo
-import eval as analyses
+import eval as cli
+from analyses import diversity, paths, statistics, training, weights
+from analyses.reproduction import claims as claim_rules
+from analyses.reproduction import report, reuse
 from conftest import in_process
 from es_grpo import js_succ
 from es_grpo import pass_at_k as es_pass_at_k
@@ -22,7 +25,7 @@ def test_js_pol_estimator_matches_exact_value_and_bounds_js_succ():
     samples = 20_000
     drawn = np.stack([rng.choice(5, size=samples, p=p) for p in policies])  # (N, S) answers drawn from member i
     logp = torch.tensor(np.log(policies)[:, drawn].transpose(1, 0, 2))  # (N_i, N_j, S): log pi_j(y ~ pi_i)
-    assert analyses.js_pol(logp) == pytest.approx(exact, abs=0.02)
+    assert diversity.js_pol(logp) == pytest.approx(exact, abs=0.02)
     success = torch.tensor(policies[:, :2].sum(1)).unsqueeze(1)  # (N, 1)
     assert 0 <= js_succ(success) <= exact
 
@@ -31,12 +34,12 @@ def test_sparsify_zeroes_exactly_the_small_updates():
     base = {"a": torch.zeros(10), "b": torch.ones(2, 5)}
     delta = {"a": torch.tensor([0.1, -0.1, 0.5, -0.5, 1e-3, -1e-3, 0.0, 2.0, -2.0, 0.2]), "b": torch.full((2, 5), 0.3)}
     trained = {k: base[k] + delta[k] for k in base}
-    kept, sparsity = analyses.sparsify(base, trained, tau=0.2)
+    kept, sparsity = weights.sparsify(base, trained, tau=0.2)
     # |delta| <= 0.2: 0.1, -0.1, 1e-3, -1e-3, 0.0 and 0.2 (up to rounding of 0 + 0.2) -> 6 of 20 coordinates
     assert sparsity == pytest.approx(6 / 20)
     assert torch.equal(kept["a"], torch.tensor([0, 0, 0.5, -0.5, 0, 0, 0, 2.0, -2.0, 0]))
     assert torch.equal(kept["b"], trained["b"])
-    assert analyses.sparsify(base, trained, tau=-1)[1] == 0.0
+    assert weights.sparsify(base, trained, tau=-1)[1] == 0.0
 
 
 def test_drift_per_module_kind_on_a_known_delta():
@@ -45,14 +48,14 @@ def test_drift_per_module_kind_on_a_known_delta():
     trained = dict(base)
     trained["model.layers.0.self_attn.q_proj.weight"] = torch.ones(4) * 1.5  # ||delta|| = 1, ||base|| = 2
     trained["model.embed_tokens.weight"] = torch.tensor([2.0, 2.0, 2.0, 6.0])  # ||delta|| = 4, ||base|| = 4
-    result = analyses.drift(base, trained)
+    result = weights.drift(base, trained)
     assert result["attention"] == pytest.approx(0.5) and result["embeddings"] == pytest.approx(1.0)
     assert result["mlp"] == 0.0 and result["norms"] == 0.0
     assert result["total"] == pytest.approx((1 + 16) ** 0.5 / (16 + 4 + 4 + 4) ** 0.5)
 
 
 def run_eval(*argv):
-    return in_process(analyses.main, *argv)
+    return in_process(cli.main, *argv)
 
 
 SMALL = ["--eval-problems", "4", "--heldout-problems", "3", "--eval-samples", "16"]
@@ -212,42 +215,43 @@ def evidence(**changes):
          "antithetic_pass1_gain": KEPT}, "reproduced"),
 ])
 def test_each_verdict_comes_out_each_way_on_hand_made_numbers(claim, changes, expected):
-    claims = analyses.verdicts(evidence(**changes, **({"raw_alpha": 5e-3} if claim == 6 and changes else {})))
-    assert claims[claim - 1][1] == expected
+    judged = claim_rules.RULES[claim - 1](evidence(**changes, **({"raw_alpha": 5e-3} if claim == 6 and changes
+                                                                  else {})))
+    assert judged.number == claim and judged.verdict == expected
     if changes:  # the changed number is shown, with its interval, in the evidence text
         ci = next(iter(changes.values()))
-        assert any(analyses.shown(ci, digits) in claims[claim - 1][2] for digits in (1, 2, 3, 4))
+        assert any(statistics.shown(ci, digits) in judged.numbers for digits in (1, 2, 3, 4))
 
 
 def test_paired_bootstrap_pairs_problems_resamples_seeds_and_covers_the_mean():
     rng = np.random.default_rng(1)
     a = rng.random((3, 200))
-    estimate, low, high = analyses.interval(lambda m: m["a"] - m["b"], {"a": a, "b": a - 0.1})
+    estimate, low, high = statistics.interval(lambda m: m["a"] - m["b"], {"a": a, "b": a - 0.1})
     assert estimate == pytest.approx(0.1) and high - low < 1e-9  # paired: the same problems for both
     coin = (rng.random((1, 400)) < 0.3).astype(float)
-    estimate, low, high = analyses.interval(lambda m: m["x"], {"x": coin})
+    estimate, low, high = statistics.interval(lambda m: m["x"], {"x": coin})
     assert low < estimate < high and 0.075 < high - low < 0.105  # about 2 x 1.96 x sqrt(0.21 / 400) = 0.09
     seeds_apart = np.repeat(np.array([[0.0], [1.0], [2.0]]), 50, axis=1)  # (3 seeds, 50 problems)
-    assert np.subtract(*analyses.interval(lambda m: m["x"], {"x": seeds_apart})[2:0:-1]) > 0.5
+    assert np.subtract(*statistics.interval(lambda m: m["x"], {"x": seeds_apart})[2:0:-1]) > 0.5
 
 
 def test_paths_are_read_at_a_level_and_at_a_compute_value():
     x, y = np.array([[0.1, 0.2, 0.4]]), np.array([[0.9, 0.8, 0.6]])
-    assert analyses.at_level(x, y, np.array([0.3]))[0] == pytest.approx(0.7)
-    assert analyses.at_level(x, y, np.array([0.05]))[0] == pytest.approx(0.9)
-    assert np.isnan(analyses.at_level(x, y, np.array([0.5]))[0])
+    assert paths.at_level(x, y, np.array([0.3]))[0] == pytest.approx(0.7)
+    assert paths.at_level(x, y, np.array([0.05]))[0] == pytest.approx(0.9)
+    assert np.isnan(paths.at_level(x, y, np.array([0.5]))[0])
     axis = np.array([0.0, 10.0, 20.0])
-    assert analyses.at_compute(axis, np.array([[1.0, 2.0, 3.0]]), 15.0)[0] == pytest.approx(2.5)
-    assert np.isnan(analyses.at_compute(axis, np.array([[1.0, 2.0, 3.0]]), 25.0)[0])
+    assert paths.at_compute(axis, np.array([[1.0, 2.0, 3.0]]), 15.0)[0] == pytest.approx(2.5)
+    assert np.isnan(paths.at_compute(axis, np.array([[1.0, 2.0, 3.0]]), 25.0)[0])
 
 
 def test_diversity_statistics_on_hand_built_success_counts():
     samples = 64
-    same = analyses.diversity_statistics(np.full((4, 1), 16), np.array([16]), samples)
+    same = diversity.diversity_statistics(np.full((4, 1), 16), np.array([16]), samples)
     assert same["js_succ_plugin"][0] == pytest.approx(0.0, abs=1e-9)
     assert 0 <= same["js_succ"][0] < 0.005  # rates that look equal: the posterior's spread is small
     assert abs(same["gain"][0]) < 0.01 and same["population_pass"][0] == pytest.approx(1 - 0.75 ** 4)
-    split = analyses.diversity_statistics(np.array([[samples], [0]]), np.array([samples // 2]), samples)
+    split = diversity.diversity_statistics(np.array([[samples], [0]]), np.array([samples // 2]), samples)
     assert split["js_succ_plugin"][0] == pytest.approx(np.log(2)) and split["population_pass"][0] == 1.0
     assert split["js_succ"][0] == pytest.approx(np.log(2), abs=0.05)
     assert split["gain"][0] == pytest.approx(0.25, abs=0.02)  # 1 against 1 - (1 - 0.5)^2
@@ -258,8 +262,8 @@ def test_a_run_path_spans_both_stages_and_finished_runs_are_reused(tmp_path):
     from conftest import TINY_RUN
     out = tmp_path / "run"
     flags = [*TINY_RUN, "--steps", "4", "--eval-every", "1", "--trajectory-samples", "4"]
-    summary = analyses.train_run(out, flags)
-    path = analyses.run_path(out, 4)
+    summary = training.train_run(out, flags)
+    path = paths.run_path(out, 4)
     assert [p["update"] for p in path] == [0, 1, 2, 3, 4]  # base, trajectory, GRPO's end, trajectory, ES's end
     stages = summary["stages"]
     assert path[2]["sequences"] == stages[1]["sequences"] and path[4]["sequences"] == stages[1]["sequences"] + \
@@ -267,23 +271,23 @@ def test_a_run_path_spans_both_stages_and_finished_runs_are_reused(tmp_path):
     assert all(a["seconds"] <= b["seconds"] and a["sequences"] < b["sequences"] for a, b in zip(path, path[1:]))
     assert all(len(p["pass@1"]) == 3 for p in path)
     written = (out / "metrics.jsonl").stat().st_mtime_ns
-    assert analyses.train_run(out, flags) == summary and (out / "metrics.jsonl").stat().st_mtime_ns == written
+    assert training.train_run(out, flags) == summary and (out / "metrics.jsonl").stat().st_mtime_ns == written
     (out / "summary.json").unlink()  # interrupted after its last checkpoint: resumed, not rerun
-    assert analyses.train_run(out, flags)["stages"][-1]["pass@1"] == stages[-1]["pass@1"]
+    assert training.train_run(out, flags)["stages"][-1]["pass@1"] == stages[-1]["pass@1"]
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 4
-    assert analyses.train_run(out, [*flags, "--seed", "1"])["seed"] == 1  # other settings: run again
+    assert training.train_run(out, [*flags, "--seed", "1"])["seed"] == 1  # other settings: run again
 
 
 def test_a_model_built_by_other_pretrain_flags_is_rebuilt_and_its_runs_removed(tmp_path):
     model, runs = tmp_path / "models" / "small", tmp_path / "runs" / "size-small"
     flags = ["--hidden-size", "16", "--intermediate-size", "32", "--layers", "1", "--heads", "2", "--steps", "1",
              "--batch", "2"]
-    analyses.pretrained(model, flags, "a test model", [runs])
+    training.pretrained(model, flags, "a test model", [runs])
     built = (model / "pretrain.json").stat().st_mtime_ns
     runs.mkdir(parents=True)
-    analyses.pretrained(model, flags, "a test model", [runs])  # the same recipe: kept, and its runs too
+    training.pretrained(model, flags, "a test model", [runs])  # the same recipe: kept, and its runs too
     assert (model / "pretrain.json").stat().st_mtime_ns == built and runs.exists()
-    analyses.pretrained(model, [*flags, "--lr", "1e-3"], "a test model", [runs])  # another recipe: built again
+    training.pretrained(model, [*flags, "--lr", "1e-3"], "a test model", [runs])  # another recipe: built again
     assert json.loads((model / "pretrain.json").read_text())["lr"] == 1e-3 and not runs.exists()
 
 
@@ -291,12 +295,12 @@ def test_grpo_is_trained_again_to_the_update_where_its_path_reaches_es_pass1(tmp
     from conftest import TINY_RUN
     flags = TINY_RUN[2:]  # without its --steps; 2 prompts x 2 samples: 4 sequences per update
     assert TINY_RUN[0] == "--steps" and "--steps" not in flags
-    matched = analyses.grpo_at_gain(tmp_path, flags, [0], reach=5.0)  # 5 sequences: reached during update 2
+    matched = training.grpo_at_gain(tmp_path, flags, [0], reach=5.0)  # 5 sequences: reached during update 2
     assert matched["updates"] == 2 and matched["models"] == [str(tmp_path / "grpo-matched-s0" / "stage1-grpo")]
     summary = json.loads((tmp_path / "grpo-matched-s0" / "summary.json").read_text())
     assert summary["algo"] == "grpo" and summary["stages"][-1]["sequences"] == 8
     assert matched["finals"] == [summary["stages"][-1]]
-    assert analyses.grpo_at_gain(tmp_path / "never", flags, [0], reach=float("nan")) == {
+    assert training.grpo_at_gain(tmp_path / "never", flags, [0], reach=float("nan")) == {
         "updates": 0, "models": [], "finals": []}
     assert not (tmp_path / "never").exists()
 
@@ -327,7 +331,7 @@ def coverage(interval, seeds: int, seed_sd: float, trials: int = 500) -> float:
 def test_the_seed_and_problem_interval_covers_95_percent_with_few_seeds(seeds):
     """Where seed-to-seed variation matters, a percentile bootstrap over 3 seeds covers far less than 95%
     (the control); the t-based interval with Welch-Satterthwaite degrees of freedom covers about 95%."""
-    covered = coverage(analyses.interval, seeds, seed_sd=0.06)
+    covered = coverage(statistics.interval, seeds, seed_sd=0.06)
     print(f"{seeds} seeds: t-based {covered:.3f}, percentile bootstrap "
           f"{coverage(percentile_bootstrap, seeds, seed_sd=0.06):.3f}")
     assert 0.90 <= covered <= 0.985
@@ -338,58 +342,156 @@ def test_the_seed_and_problem_interval_covers_95_percent_with_few_seeds(seeds):
 def test_an_interval_says_what_it_rests_on_and_what_it_could_detect():
     rng = np.random.default_rng(1)
     data = {"a": 0.5 + rng.normal(0, 0.1, (5, 100)), "b": 0.4 + rng.normal(0, 0.1, (5, 100))}
-    ci = analyses.interval(lambda m: m["a"] - m["b"], data)
+    ci = statistics.interval(lambda m: m["a"] - m["b"], data)
     assert ci[1] < ci[0] < ci[2] and ci[1] > 0 and 4 <= ci.df and ci.dropped == 0.0
-    assert ci.detectable == pytest.approx((analyses.t_quantile(analyses.T_975, ci.df, 1.96)
-                                           + analyses.t_quantile(analyses.T_80, ci.df, 0.842)) * ci.se)
+    assert ci.detectable == pytest.approx((statistics.t_quantile(statistics.T_975, ci.df, 1.96)
+                                           + statistics.t_quantile(statistics.T_80, ci.df, 0.842)) * ci.se)
     centre = data["a"].mean()
-    undefined = analyses.interval(lambda m: np.where(m["a"] >= centre, m["a"], np.nan), data)
+    undefined = statistics.interval(lambda m: np.where(m["a"] >= centre, m["a"], np.nan), data)
     assert 0.2 < undefined.dropped < 0.8  # draws where the statistic has no value are counted, not hidden
-    assert analyses.equivalent((0.0, -0.01, 0.01), 0.02) and not analyses.equivalent((0.0, -0.03, 0.01), 0.02)
-    one = analyses.interval(lambda m: m["a"], {"a": data["a"][:1]})  # one seed: problems only
+    assert statistics.equivalent((0.0, -0.01, 0.01), 0.02) and not statistics.equivalent((0.0, -0.03, 0.01), 0.02)
+    one = statistics.interval(lambda m: m["a"], {"a": data["a"][:1]})  # one seed: problems only
     assert one.df >= 90 and np.isfinite(one.se)
-    assert "of draws undefined" in analyses.shown(undefined) and "undefined" not in analyses.shown(ci)
-    saved = json.loads(json.dumps(analyses.diversity_row({"gain": data["a"][0] - data["b"][0], **{
+    assert "of draws undefined" in statistics.shown(undefined) and "undefined" not in statistics.shown(ci)
+    saved = json.loads(json.dumps(diversity.diversity_row({"gain": data["a"][0] - data["b"][0], **{
         key: data["a"][0] for key in ("js_succ", "js_succ_plugin", "predicted", "gain_counts", "mean_policy_gain",
                                       "gain_vs_centre", "population_pass", "mean_policy_pass", "centre_pass")}})))
-    again = analyses.saved_interval(saved, "gain")  # an analysis read back from disk keeps its se and df
-    direct = analyses.interval(lambda m: m["g"], {"g": (data["a"][0] - data["b"][0])[None]})
+    again = statistics.saved_interval(saved, "gain")  # an analysis read back from disk keeps its se and df
+    direct = statistics.interval(lambda m: m["g"], {"g": (data["a"][0] - data["b"][0])[None]})
     assert np.allclose(again, direct) and again.detectable == pytest.approx(direct.detectable)
 
 
-def test_an_analysis_is_reused_only_for_the_same_settings_and_model_files(tmp_path):
-    model = tmp_path / "model"
-    model.mkdir()
-    (model / "model.safetensors").write_bytes(b"weights")
-    plan = analyses.reproduction_plan(["--quick", "--out", str(tmp_path / "report")])
-    calls = []
+def measured(base: str, model: str, samples: int) -> dict:
+    """A stand-in analysis whose numbers depend on its arguments (tests of reuse)."""
+    measured_calls.append((base, model, samples))
+    return {"pass@1": 0.25, "correct": [1, samples]}
 
-    def analysis():
-        calls.append(1)
-        return {"pass@1": 0.25, "correct": [1, 2]}
 
-    first = analyses.reused(plan, "sparsity", [str(model)], analysis)
-    assert analyses.reused(plan, "sparsity", [str(model)], analysis) == first and len(calls) == 1
-    (model / "model.safetensors").write_bytes(b"trained again")  # another model: measured again
-    assert analyses.reused(plan, "sparsity", [str(model)], analysis) == first and len(calls) == 2
-    other = analyses.reproduction_plan(["--quick", "--samples", "32", "--out", str(tmp_path / "report")])
-    analyses.reused(other, "sparsity", [str(model)], analysis)  # other settings: measured again
-    assert len(calls) == 3
-    (tmp_path / "report" / "analyses" / "reused" / "sparsity.json").write_text("{not json")
-    assert analyses.reused(other, "sparsity", [str(model)], analysis) == first and len(calls) == 4
+measured_calls = []  # lower case: a constant of its module would enter the reuse key
+
+
+def finished_run(folder, seed: int = 0):
+    """A run folder as a report commits it: settings and summary, no weights."""
+    (folder / "stage1-es").mkdir(parents=True)
+    (folder / "config.json").write_text(json.dumps({"seed": seed, "out": str(folder)}))
+    (folder / "summary.json").write_text(json.dumps({"stages": [{"pass@1": 0.1, "seconds": 3.0}]}))
+    return str(folder / "stage1-es")
+
+
+def test_an_analysis_is_reused_only_while_its_arguments_and_models_runs_are_the_same(tmp_path, monkeypatch):
+    trained_again = []
+    monkeypatch.setattr(reuse, "train_again", trained_again.append)
+    model, store = finished_run(tmp_path / "runs" / "es-s0"), reuse.Store(tmp_path / "reused")
+    measured_calls.clear()
+    first = store.get("sparsity", ["tiny", model], measured, "tiny", model, 16)
+    assert trained_again == [tmp_path / "runs" / "es-s0"]  # no weights here: trained again before measuring
+    assert "this invocation" in store.made["sparsity"]
+    assert store.get("sparsity", ["tiny", model], measured, "tiny", model, 16) == first and len(measured_calls) == 1
+    summary = tmp_path / "runs" / "es-s0" / "summary.json"
+    summary.write_text(summary.read_text().replace("3.0", "4.5"))  # the same training, timed again: reused
+    assert reuse.Store(tmp_path / "reused").get("sparsity", ["tiny", model], measured, "tiny", model, 16) == first
+    assert len(measured_calls) == 1
+    summary.write_text(summary.read_text().replace("0.1", "0.2"))  # another training: measured again
+    store.get("sparsity", ["tiny", model], measured, "tiny", model, 16)
+    store.get("sparsity", ["tiny", model], measured, "tiny", model, 32)  # other arguments: measured again
+    assert len(measured_calls) == 3
+    (tmp_path / "reused" / "sparsity.json").write_text("{not json")
+    assert store.get("sparsity", ["tiny", model], measured, "tiny", model, 32) == {"pass@1": 0.25, "correct": [1, 32]}
+    assert len(measured_calls) == 4
+    moved = tmp_path / "elsewhere"  # the same runs under another --out: the same identities
+    (tmp_path / "runs").rename(moved)
+    again = reuse.Store(tmp_path / "reused")
+    again.get("sparsity", ["tiny", str(moved / "es-s0" / "stage1-es")], measured, "tiny",
+              str(moved / "es-s0" / "stage1-es"), 32)
+    assert len(measured_calls) == 4 and "this invocation" not in again.made["sparsity"]
+
+
+KEYS_OF_EDITS = """
+import importlib, json, sys
+sys.dont_write_bytecode = True  # an edit of the same size in the same second: a cached .pyc would hide it
+from pathlib import Path
+import analyses.weights
+from analyses.reproduction.reuse import code_of
+weights, keys = Path(analyses.weights.__file__), []
+for edit in json.loads(sys.argv[1]):
+    if edit:
+        weights.write_text(weights.read_text().replace(*edit))
+        importlib.reload(analyses.weights)
+    keys.append(code_of(analyses.weights.sparse_over_seeds))
+print(json.dumps(keys))
+"""
+
+
+def test_a_changed_constant_or_body_of_a_measurement_changes_its_reuse_key(tmp_path):
+    """In a scratch copy of the package: RANDOM_MASKS changed, or a function that sparse_over_seeds calls
+    (sparsify) changed in its body: the key of claim 4's saved analysis changes, so reproduce measures it
+    again. sparsify's docstring changed: the key stays."""
+    import shutil
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    shutil.copytree(root / "analyses", tmp_path / "analyses", ignore=shutil.ignore_patterns("__pycache__"))
+    for name in ("es_grpo.py", "tiny_model", "scale"):
+        (tmp_path / name).symlink_to(root / name)
+    edits = [None, ("or, the control, each coordinate", "or (the control) each coordinate"),  # a docstring
+             ("RANDOM_MASKS = 5", "RANDOM_MASKS = 6"), ("mask = (delta.abs() > tau", "mask = (delta.abs() >= tau")]
+    keys = json.loads(subprocess.run([sys.executable, "-c", KEYS_OF_EDITS, json.dumps(edits)], cwd=tmp_path,
+                                     capture_output=True, text=True, check=True).stdout)
+    assert keys[1] == keys[0] and len(set(keys[1:])) == 3  # a docstring: the same; each real change: new
+
+
+def test_the_package_imports_run_one_way():
+    """Each module of analyses/ imports only from layers below it (analyses/__init__.py draws them); eval.py,
+    the entry point, may import any; nothing imports eval.py."""
+    import ast
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    layers = [["statistics"], ["evaluation"],
+              ["weights", "diversity", "forgetting", "paths", "training", "verifier_cases"],
+              ["reproduction.reuse"], ["reproduction.plan"], ["reproduction.evidence"], ["reproduction.claims"],
+              ["figures"], ["reproduction.report"]]
+    rank = {f"analyses.{name}": i for i, names in enumerate(layers) for name in names}
+    modules = {f"analyses.{'.'.join(path.relative_to(root / 'analyses').with_suffix('').parts)}": path
+               for path in (root / "analyses").rglob("*.py") if path.name != "__init__.py"}
+    assert modules.keys() == rank.keys()  # a new module takes its place in the layers
+    upward = []
+    for name, path in modules.items():
+        for node in ast.walk(ast.parse(path.read_text())):
+            imported = node.module if isinstance(node, ast.ImportFrom) else None
+            if isinstance(node, ast.ImportFrom) and imported == "analyses":  # from analyses import figures
+                imported = "analyses." + node.names[0].name
+            if imported == "eval" or (imported in rank and rank[imported] >= rank[name]):
+                upward.append(f"{name} imports {imported}")
+            if isinstance(node, ast.Import) and any(alias.name in ("eval", "analyses") for alias in node.names):
+                upward.append(f"{name} imports the package or eval.py whole")
+    assert not upward, upward
+
+
+def test_each_function_of_the_package_is_short_and_eval_py_thin():
+    import ast
+    from pathlib import Path
+    root = Path(__file__).resolve().parents[1]
+    long = [f"{path.name}:{node.name} {node.end_lineno - node.lineno + 1} lines"
+            for path in [root / "eval.py", *(root / "analyses").rglob("*.py")]
+            for node in ast.walk(ast.parse(path.read_text()))
+            if isinstance(node, ast.FunctionDef) and node.end_lineno - node.lineno + 1 > 50]
+    sizes = {path.name: len(path.read_text().splitlines()) for path in (root / "analyses").rglob("*.py")}
+    assert not long and max(sizes.values()) <= 400 and len((root / "eval.py").read_text().splitlines()) <= 250, (
+        long, sizes)
 
 
 def test_the_bias_corrected_js_succ_is_near_zero_for_identical_members_and_near_the_truth_otherwise():
     """Eight members of one success rate have JS_succ 0; from 16 samples each the plug-in says about
     (1 - 1/N) / 2S = 0.027 nats. Members of rates 0.1 .. 0.5 have JS_succ 0.043: the plug-in says 0.073."""
     rng, members, samples, problems = np.random.default_rng(0), 8, 16, 2000
-    same = analyses.diversity_statistics(rng.binomial(samples, 0.3, (members, problems)),
+    same = diversity.diversity_statistics(rng.binomial(samples, 0.3, (members, problems)),
                                          rng.binomial(samples, 0.3, problems), samples)
     assert same["js_succ_plugin"].mean() > 0.02 and abs(same["js_succ"].mean()) < 0.003
     rates = np.linspace(0.1, 0.5, members)[:, None]
     h = lambda q: -(q * np.log(q) + (1 - q) * np.log(1 - q))
     truth = float(h(rates.mean()) - h(rates).mean())
-    apart = analyses.diversity_statistics(rng.binomial(samples, np.repeat(rates, problems, 1)),
+    apart = diversity.diversity_statistics(rng.binomial(samples, np.repeat(rates, problems, 1)),
                                           rng.binomial(samples, 0.3, problems), samples)
     assert abs(apart["js_succ"].mean() - truth) < 0.005 < apart["js_succ_plugin"].mean() - truth
 
@@ -410,7 +512,7 @@ def test_claim2s_ratio_is_estimated_without_bias_where_counts_are_zero():
         counts = rng.binomial(samples, rates)
         p_bar = rates.mean(0)
         truth = ratio(h(p_bar) - h(rates).mean(0), p_bar, (1 - p_bar) ** members - np.prod(1 - rates, 0))
-        stats = analyses.diversity_statistics(counts, counts[0], samples)
+        stats = diversity.diversity_statistics(counts, counts[0], samples)
         misses["estimator"].append(stats["ratio"][0] - truth)
         misses["plug-in"].append(ratio(stats["js_succ_plugin"], counts.mean(0) / samples, stats["gain_counts"]) - truth)
         covered.append(stats["ratio"][1] <= truth <= stats["ratio"][2])
@@ -424,10 +526,10 @@ def test_claim2s_ratio_is_estimated_without_bias_where_counts_are_zero():
 
 def test_module_kinds_rank_as_the_paper_says_on_every_seed():
     es = [{"total": 1, "norms": 3.0, "attention": 2.0, "mlp": 1.0, "embeddings": 0.5}] * 2
-    assert analyses.module_kinds_match(es, "es")
-    assert not analyses.module_kinds_match([*es, {"total": 1, "norms": 3.0, "attention": 0.1, "mlp": 1.0}], "es")
+    assert weights.module_kinds_match(es, "es")
+    assert not weights.module_kinds_match([*es, {"total": 1, "norms": 3.0, "attention": 0.1, "mlp": 1.0}], "es")
     tied = [{"total": 1, "embeddings": 2.0, "norms": 1.0, "attention": 0.5}]  # no lm_head kind: tied
-    assert analyses.module_kinds_match(tied, "grpo") and not analyses.module_kinds_match(tied, "es")
+    assert weights.module_kinds_match(tied, "grpo") and not weights.module_kinds_match(tied, "es")
 
 
 @pytest.mark.parametrize("zeroed", [0.5, 0.78, 0.95])
@@ -444,11 +546,11 @@ def test_gaussian_geometry_keeps_what_gaussian_kept_share_says_and_a_sparse_sign
         return float(signal @ np.where(np.abs(update) > cut, update, 0.0)) / float(signal @ update)
     spread = 0.05 * rng.standard_normal(size)
     sparse = np.where(rng.random(size) < 0.01, 3.0 * rng.standard_normal(size), 0.0)
-    print(f"zeroed {zeroed}: predicted {analyses.gaussian_kept_share(zeroed):.3f}, spread signal "
+    print(f"zeroed {zeroed}: predicted {weights.gaussian_kept_share(zeroed):.3f}, spread signal "
           f"{kept_share(spread):.3f}, sparse {kept_share(sparse):.3f}")
-    assert kept_share(spread) == pytest.approx(analyses.gaussian_kept_share(zeroed), abs=0.03)
-    assert kept_share(sparse) > analyses.gaussian_kept_share(zeroed) + (1 - analyses.gaussian_kept_share(zeroed)) / 2
-    assert analyses.gaussian_kept_share(0.78) == pytest.approx(0.68, abs=0.01)
+    assert kept_share(spread) == pytest.approx(weights.gaussian_kept_share(zeroed), abs=0.03)
+    assert kept_share(sparse) > weights.gaussian_kept_share(zeroed) + (1 - weights.gaussian_kept_share(zeroed)) / 2
+    assert weights.gaussian_kept_share(0.78) == pytest.approx(0.68, abs=0.01)
 
 
 def test_each_parts_runs_are_timed_from_their_own_files(tmp_path):
@@ -461,7 +563,7 @@ def test_each_parts_runs_are_timed_from_their_own_files(tmp_path):
             os.utime(folder / f"{stem}.json", (at, at))
     (tmp_path / "grpo-es-s0").mkdir()  # unfinished: not counted
     (tmp_path / "grpo-es-s0" / "config.json").write_text("{}")
-    assert analyses.runs_wall_minutes(tmp_path) == {
+    assert report.runs_wall_minutes(tmp_path) == {
         "claims: the schedule runs": {"runs": 2, "minutes": "7.0"},
         "claims: the null and matched runs": {"runs": 1, "minutes": "2.0"},
         "sizes": {"runs": 1, "minutes": "1.0"}, "other": {"runs": 1, "minutes": "5.0"}}

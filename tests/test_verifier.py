@@ -346,7 +346,7 @@ def test_what_reaches_sympys_eval_is_a_literal(monkeypatch):
 
 def test_the_verifier_command_reads_math_verifys_tables_as_literals(tmp_path):
     """eval.py verifier: each parametrize row of a test file is a case; other settings are left out."""
-    import eval as evaluation
+    import eval as cli
     from conftest import in_process
 
     (tmp_path / "test_cases.py").write_text(
@@ -355,7 +355,7 @@ def test_the_verifier_command_reads_math_verifys_tables_as_literals(tmp_path):
         '    ("$1$", "$2$", 1),\n])\ndef test_a(gold, pred, expected): pass\n'
         '@pytest.mark.parametrize("gold,pred,expected,precision", [("$1$", "$1.01$", 1, 1)])\n'
         'def test_b(gold, pred, expected, precision): pass\n')
-    result = in_process(evaluation.main, "verifier", str(tmp_path))
+    result = in_process(cli.main, "verifier", str(tmp_path))
     assert result.returncode == 0
     assert result.stdout.startswith("2 of 3 cases agree (66.7%), 0 false positives; 1 left out")
     assert "test_cases.py:5: expected 1, reward 0.1" in result.stdout

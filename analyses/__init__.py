@@ -1,0 +1,27 @@
+"""The paper's analyses, in layers that import one way only (tests/test_eval.py reads the imports):
+
+    eval.py (the commands)
+      -> reproduction/report.py (REPORT.md, report.json) -> figures.py (every plot and table)
+      -> reproduction/claims.py (each claim: its values, rule and sentence)
+      -> reproduction/evidence.py (everything measured, once) -> reproduction/plan.py (the runs)
+      -> reproduction/reuse.py (saved analyses, keyed on code, arguments and models)
+      -> measurements: weights.py, diversity.py, forgetting.py, paths.py, training.py, verifier_cases.py
+      -> evaluation.py (load, evaluate), statistics.py (intervals, verdict words)
+      -> scale/, es_grpo.py
+
+Where each claim of the paper (../shared/PAPER.md) is measured and judged:
+
+    claim                                          measured in   by                                       judged by
+    1 ES raises Pass@1, keeps Pass@K; GRPO's       paths         comparisons, matched_entropy;            claims.claim1
+      entropy falls                                training      grpo_at_gain (GRPO to ES's Pass@1)
+    2 the population's JS diversity explains       diversity     population_diversity,                    claims.claim2
+      its higher Pass@K                                          diversity_statistics
+    3 GRPO->ES combines both                       paths         comparisons                              claims.claim3
+    4 ES drifts far; its gain is sparse            weights       drifts, sparse_over_seeds,               claims.claim4
+                                                                 gaussian_kept_share
+    5 no forgetting after ES                       forgetting    forgetting_control                       claims.claim5
+    6 population by model size; z-scoring;         training      size_sweeps, hyperparameter_arms         claims.claim6
+      antithetic sampling
+
+Intervals, margins and verdict words for all six: statistics.py (interval, keeps, rises, verdict).
+"""

@@ -1,0 +1,208 @@
+"""Claim 2's measurement: the success counts of an ES population around a model, and from them JS_succ,
+the paper's predicted coverage gain and the measured one, estimated without bias where counts are zero;
+JS_pol from every member's samples scored by every member."""
+from __future__ import annotations
+
+import dataclasses
+import math
+
+import numpy as np
+import torch
+
+import es_grpo
+from analyses.evaluation import load
+from analyses.statistics import interval, per_problem
+from es_grpo import Context, rollout, score
+from scale.config import Args, evaluation_sets
+
+def js_pol(logp: torch.Tensor) -> float:
+    """JS_pol = mean_i KL(pi_i || pi_bar), pi_bar = mean_j pi_j, estimated from samples of each member.
+
+    logp: (N, N, S): logp[i, j, s] = log pi_j(y) for the s-th sample y drawn from member i."""
+    members = logp.shape[0]
+    own = logp.diagonal(dim1=0, dim2=1).T  # (N, S): log pi_i(y) for y ~ pi_i
+    mixture = torch.logsumexp(logp, dim=1) - np.log(members)  # (N, S): log pi_bar(y)
+    return float((own - mixture).mean())
+
+
+JS_SAMPLES, JS_PROBLEMS = 4, 25  # JS_pol: samples per problem and member, scored by every member (N^2 passes)
+
+
+def population_diversity(run: Context, problems: list[dict], population: int, sigma: float, samples: int,
+                         draw: int = 0) -> dict:
+    """Perturb the model N times as ES does and count, per problem, each member's and the centre's correct
+    answers among `samples` draws at the evaluation temperature, every member with its own sampling noise
+    (diversity_statistics turns the counts into JS_succ, the predicted and the measured coverage gains).
+    JS_pol needs every member's samples scored by every member: it uses JS_SAMPLES draws on the first
+    JS_PROBLEMS problems (shown beside the verdict, not read by it). The members' seeds
+    and sampling noise follow run.args.seed; `draw` numbers the measurement (one per sigma), so that each
+    sigma's centre and members sample with noise of their own."""
+    js_samples = JS_SAMPLES
+    model, tokenizer, args, seed = run.model, run.tokenizer, run.args, run.args.seed
+    params = list(model.parameters())
+    master = es_grpo.master_weights(params)
+    seeds = es_grpo.random.Random(seed).sample(range(2**31 - 1), population)
+    repeated = [p for p in problems for _ in range(samples)]
+    prompts = [es_grpo.prompt_text(p, tokenizer) for p in repeated]
+
+    def sample(member_seed, index: int, rows: list[str]):  # index 0: the centre; 1..N: the members
+        es_grpo.set_weights(params, master, member_seed, sigma)
+        sampling = args.sampling("eval", seed * 1_000_003 + (draw * (2 * population + 2) + index) * 7919)
+        return rollout(model, tokenizer, rows, dataclasses.replace(sampling, top_p=1.0))  # as JS_pol scores them
+
+    def correct(member_seed, index):  # (P,) correct answers among `samples`
+        rewards = score(repeated, sample(member_seed, index, prompts).texts)
+        return (rewards == 1.0).view(len(problems), samples).sum(1)
+
+    centre = correct(None, 0)
+    members = torch.stack([correct(member_seed, i + 1) for i, member_seed in enumerate(seeds)])  # (N, P)
+    scored = problems[:JS_PROBLEMS]
+    few = [es_grpo.prompt_text(p, tokenizer) for p in scored for _ in range(js_samples)]
+    rolls = [sample(member_seed, population + 1 + i, few) for i, member_seed in enumerate(seeds)]
+    logp = torch.zeros(population, population, len(scored), js_samples)  # [i, j]: samples of i scored by j
+    with torch.no_grad():
+        for j, member_seed in enumerate(seeds):
+            es_grpo.set_weights(params, master, member_seed, sigma)
+            for i, roll in enumerate(rolls):
+                token_logp, _ = es_grpo.token_logprobs(model, roll, args.eval_temperature)  # (P*S, T)
+                logp[i, j] = (token_logp * roll.completion_mask).sum(1).view(len(scored), js_samples)
+    es_grpo.set_weights(params, master)
+    return {"population": population, "sigma": sigma, "samples": samples, "problems": len(problems),
+            "js_pol": float(np.mean([js_pol(logp[:, :, p]) for p in range(len(scored))])),
+            "js_pol_problems": len(scored),
+            "member_correct": members.tolist(), "centre_correct": centre.tolist()}
+
+
+RATE_GRID = 256  # points of a problem's mean success rate, on which member_rate_model integrates it
+
+
+def member_rate_model(member_correct: np.ndarray, samples: int, iterations: int = 100) -> dict:
+    """Empirical Bayes for the ES members' success rates: problem p's mean rate mu_p ~ Beta(a, b), member i's
+    rate p_ip ~ Beta(kappa mu_p, kappa (1 - mu_p)), its count of correct answers ~ Binomial(samples, p_ip);
+    (a, b, kappa) maximise the counts' marginal likelihood (L-BFGS; mu_p integrated on RATE_GRID points).
+    Returns them, the grid, and each problem's posterior of mu_p on it, (RATE_GRID, P). A member's zero count
+    then says "small", not "zero": its rate is read with the other members' on that problem and the problems'
+    spread."""
+    counts = torch.as_tensor(np.asarray(member_correct), dtype=torch.float64)  # (N, P)
+    k = torch.arange(samples + 1, dtype=torch.float64)  # (S+1,) every possible count
+    histogram = (counts[None] == k[:, None, None]).sum(1).double()  # (S+1, P) members with each count
+    mu = (torch.arange(RATE_GRID, dtype=torch.float64) + 0.5) / RATE_GRID  # (G,)
+    log_choose = math.lgamma(samples + 1) - torch.lgamma(k + 1) - torch.lgamma(samples - k + 1)  # (S+1,)
+    lbeta = lambda x, y: torch.lgamma(x) + torch.lgamma(y) - torch.lgamma(x + y)  # noqa: E731
+    logs = torch.tensor([0.0, 0.0, math.log(10.0)], dtype=torch.float64, requires_grad=True)  # log a, b, kappa
+
+    def log_joint():  # (G, P): log prior(mu) + log P(the problem's counts | mu)
+        a, b, kappa = logs.clamp(-7.0, 14.0).exp()  # members alike: kappa grows without end, stopped at 1.2e6
+        prior = (a - 1) * mu.log() + (b - 1) * (-mu).log1p() - lbeta(a, b) - math.log(RATE_GRID)  # (G,)
+        alpha, beta = (kappa * mu)[:, None], (kappa * (1 - mu))[:, None]  # (G, 1)
+        each = log_choose + lbeta(k + alpha, samples - k + beta) - lbeta(alpha, beta)  # (G, S+1) beta-binomial
+        return prior[:, None] + each @ histogram  # (G, P)
+
+    optimizer = torch.optim.LBFGS([logs], max_iter=iterations, line_search_fn="strong_wolfe")
+
+    def closure():
+        optimizer.zero_grad()
+        loss = -torch.logsumexp(log_joint(), 0).sum()
+        loss.backward()
+        return loss
+    optimizer.step(closure)
+    with torch.no_grad():
+        a, b, kappa = logs.clamp(-7.0, 14.0).exp().tolist()
+        return {"a": a, "b": b, "kappa": kappa, "mu": mu.numpy(), "posterior": torch.softmax(log_joint(), 0).numpy()}
+
+
+def posterior_diversity(member_correct: np.ndarray, samples: int, draws: int = 200, seed: int = 0) -> dict:
+    """Per problem (P,), posterior means under member_rate_model (`draws` draws of every member's rate) of
+    js_succ = h(p_bar) - mean_i h(p_i), predicted = N p_bar (1 - p_bar)^(N-1) js_succ (the paper's formula) and
+    gain = (1 - p_bar)^N - prod_i (1 - p_i) (the population's Pass@N over one policy of its mean success).
+    Checked by simulation where the truth is known (tests/test_eval.py:
+    test_claim2s_ratio_is_estimated_without_bias_where_counts_are_zero)."""
+    member_correct = np.asarray(member_correct)
+    population, problems = member_correct.shape
+    fit, rng = member_rate_model(member_correct, samples), np.random.default_rng(seed)
+    cdf = fit["posterior"].cumsum(0)  # (G, P)
+    picks = (rng.random((draws, problems))[:, None, :] > cdf[None]).sum(1).clip(max=RATE_GRID - 1)  # (D, P)
+    mu = fit["mu"][picks][:, None, :]  # (D, 1, P)
+    p = rng.beta(fit["kappa"] * mu + member_correct, fit["kappa"] * (1 - mu) + samples - member_correct)  # (D,N,P)
+    h = lambda q: es_grpo.binary_entropy(torch.as_tensor(q)).numpy()  # noqa: E731
+    p_bar = p.mean(1)  # (D, P)
+    js = h(p_bar) - h(p).mean(1)
+    predicted = population * p_bar * (1 - p_bar) ** (population - 1) * js
+    gain = (1 - p_bar) ** population - np.prod(1 - p, 1)
+    ratios = predicted.sum(1) / gain.sum(1)  # (D,) the ratio over problems, draw by draw
+    return {"js_succ": js.mean(0), "predicted": predicted.mean(0), "gain": gain.mean(0),
+            "ratio": (float(predicted.mean(0).sum() / gain.mean(0).sum()), *np.percentile(ratios, [2.5, 97.5])),
+            "rate_model": {key: fit[key] for key in ("a", "b", "kappa")}}
+
+
+def diversity_statistics(member_correct: np.ndarray, centre_correct: np.ndarray, samples: int) -> dict:
+    """Per problem (arrays (P,)), from success counts of N members (N, P) and of the centre (P,), S samples each:
+    js_succ, predicted, gain  posterior means (posterior_diversity): the members' JS_succ, the paper's formula
+                      N p_bar (1 - p_bar)^(N-1) js_succ, and the population's Pass@N over one policy of success
+                      rate p_bar (what the formula predicts)
+    ratio             (estimate, low, high): predicted / gain over problems, its 95% interval from the posterior's
+                      draws (a bootstrap of the problems' posterior means covers the truth about 58% of the time in
+                      simulation, the draws about 93%: tests/test_eval.py)
+    js_succ_plugin    h(p_bar) - mean_i h(p_i) with p_i = c_i / S (biased up by about (1 - 1/N) / 2S, and a zero
+                      count reads as a rate of 0: shown, not used)
+    population_pass   Pass@N of the population, one sample per member: 1 - prod_i (1 - c_i / S), unbiased as the
+                      members' samples are independent
+    mean_policy_pass  Pass@N of one policy of success rate p_bar: the unbiased estimator on the pooled N*S samples
+    centre_pass       the unperturbed model's Pass@N, unbiased estimator (needs S >= N)
+    gain_counts = population_pass - mean_policy_pass, the same gain from the counts alone; mean_policy_gain =
+    mean_policy_pass - centre_pass, the part owed to the members' mean success; gain_vs_centre = their sum."""
+    population, problems = member_correct.shape
+    p = member_correct / samples  # (N, P)
+    h = lambda q: es_grpo.binary_entropy(torch.as_tensor(q)).numpy()  # noqa: E731
+    pooled = member_correct.sum(0)  # (P,)
+    posterior = posterior_diversity(member_correct, samples)
+    result = {"js_succ": posterior["js_succ"], "predicted": posterior["predicted"], "gain": posterior["gain"],
+              "ratio": posterior["ratio"],
+              "js_succ_plugin": h(p.mean(0)) - h(p).mean(0),
+              "population_pass": 1 - (1 - p).prod(0),
+              "mean_policy_pass": per_problem(pooled, population * samples, population),
+              "centre_pass": per_problem(centre_correct, samples, population)}
+    return result | {"gain_counts": result["population_pass"] - result["mean_policy_pass"],
+                     "mean_policy_gain": result["mean_policy_pass"] - result["centre_pass"],
+                     "gain_vs_centre": result["population_pass"] - result["centre_pass"]}
+
+
+@dataclasses.dataclass
+class Population:  # the ES populations whose diversity diversity_analysis measures
+    size: int  # N
+    sigmas: list[float]  # one population per noise scale
+    samples: int  # per problem, for each member and for the centre (at least N)
+
+
+def diversity_analysis(model_name: str, population: Population, args: Args) -> dict:
+    """JS_succ, JS_pol, the predicted and the measured coverage gains of an ES population around the model,
+    one row per sigma."""
+    model, tokenizer = load(model_name, args)
+    _, evaluation, _ = evaluation_sets(args, tokenizer)
+    rows, samples = {}, population.samples
+    for draw, sigma in enumerate(population.sigmas):
+        counts = population_diversity(Context(args, model, tokenizer), evaluation, population.size, sigma, samples,
+                                      draw)
+        stats = diversity_statistics(np.array(counts["member_correct"]), np.array(counts["centre_correct"]), samples)
+        rows[f"sigma={sigma:g}"] = counts | diversity_row(stats)
+
+    return rows
+
+
+def diversity_row(stats: dict) -> dict:
+    """Means over problems, each with its interval (KEY_ci) and what the interval rests on (KEY_error: se, df,
+    dropped, for saved_interval); ratio = predicted / measured gain."""
+    data = {key: value[None] for key, value in stats.items() if key != "ratio"}  # (1 seed, P)
+    statistics = {key: lambda m, key=key: m[key] for key in (
+        "js_succ", "js_succ_plugin", "predicted", "gain", "gain_counts", "mean_policy_gain", "gain_vs_centre",
+        "population_pass", "mean_policy_pass", "centre_pass")}
+    if "ratio" not in stats:  # counts without the posterior's draws: a bootstrap over problems
+        statistics["ratio"] = lambda m: m["predicted"] / m["gain"]
+    row = {}
+    for key, statistic in statistics.items():
+        ci = interval(statistic, data)
+        row[key], row[key + "_ci"], row[key + "_error"] = ci[0], [ci[1], ci[2]], [ci.se, ci.df, ci.dropped]
+    if "ratio" in stats:  # the posterior's interval, its se the half-width's normal equivalent
+        estimate, low, high = stats["ratio"]
+        row["ratio"], row["ratio_ci"], row["ratio_error"] = estimate, [low, high], [(high - low) / 3.92, 0, 0.0]
+    return row

@@ -1,0 +1,336 @@
+"""The report writer: every plot of the reproduction (figures.py) and OUT/REPORT.md, section by section,
+with OUT/report.json. It reads the Evidence and the Claims; it measures nothing."""
+from __future__ import annotations
+
+import json
+import time
+from pathlib import Path
+
+from analyses import figures
+from analyses.diversity import JS_SAMPLES
+from analyses.figures import sizes_table
+from analyses.forgetting import SATURATED
+from analyses.paths import LABELS, heldout_families
+from analyses.reproduction.claims import Claim
+from analyses.reproduction.evidence import Evidence
+from analyses.statistics import PAPER_EFFECTS, RATIO_BAND, TOLERANCE, Interval, mean_std, per_problem, shown
+from es_grpo import markdown_table
+
+def write_report(evidence: Evidence, claims: list[Claim]):
+    """Every plot (draw_plots), then OUT/REPORT.md, section by section, and OUT/report.json."""
+    draw_plots(evidence)
+    plan = evidence.plan
+    sections = [*report_header(evidence), *budgets_section(evidence), *minutes_section(evidence),
+                *claims_section(claims)]
+    for section in (calibration_section, models_section, curves_section, matched_section, diversity_section,
+                    drift_section, forgetting_section, claim6_section, sizes_section):
+        sections += section(evidence)
+    (plan.out / "REPORT.md").write_text("\n".join(sections) + "\n")
+    sweep = {name: {key: value for key, value in row.items() if key != "correct"}
+             for name, row in (evidence.sweep or {}).items()}
+    values = report_values(claims)
+    intervals = {name: {"se": ci.se, "df": ci.df, "dropped": ci.dropped, "detectable": ci.detectable}
+                 for name, ci in values.items() if isinstance(ci, Interval)}  # what each rests on
+    (plan.out / "report.json").write_text(json.dumps(
+        {"argv": plan.argv, "seeds": plan.seeds, "updates": plan.updates, "claims": [c.row() for c in claims],
+         "evidence": values, "intervals": intervals, "comparisons": evidence.rows,
+         "curves": evidence.curves, "sweep": sweep},
+        indent=1, default=float))
+
+
+def draw_plots(evidence: Evidence):
+    """Each analysis's JSON, table and PNG under OUT/analyses (figures.py), from the evidence."""
+    plan = evidence.plan
+    folder = plan.analyses
+    figures.write_drift(folder / "drift", evidence.drift)
+    figures.write_sparsity(folder / "sparsity", evidence.sparsity)
+    (folder / "sparsity" / "sparsity-seeds.json").write_text(json.dumps(evidence.sparse_seeds))
+    figures.write_forgetting_control(folder / "forgetting", evidence.forgetting)
+    figures.write_diversity(folder / "diversity", plan.base_model, evidence.diversity)
+    figures.write_curves(folder / "curves", evidence.training_curves)
+    figures.write_pass_at_k(folder / "pass_at_k", evidence.curves, plan.samples)
+    figures.write_paths(folder / "paths", evidence.runs, plan.k, evidence.matched, evidence.frontier)
+    if evidence.sizes:
+        figures.write_sizes(folder / "sizes", evidence.sizes)
+    if evidence.untied:
+        figures.write_drift(folder / "drift-untied", evidence.untied)
+
+
+def report_header(evidence: Evidence) -> list[str]:
+    plan, config = evidence.plan, evidence.runs["es"]["config"]
+    seconds = time.time() - plan.started
+    reverse = " (ES->GRPO: the first only; it enters no verdict)" if "es-grpo" in evidence.runs else ""
+    calibrated = (" (calibrated on the `dev` split: README, \"How the tiny preset was chosen\"; the other settings "
+                  "of the tiny preset were tuned there too). Nothing was tuned on the evaluation problems."
+                  if config["preset"] == "tiny" else ".")
+    return [
+        "# Reproduction report", "",
+        f"Command: `python eval.py reproduce {' '.join(plan.argv)}`, {seconds / 60:.0f} min on this machine for this "
+        "invocation (a run already finished in runs/ with the same settings is reused, not retrained: training "
+        f"times are in the Budgets table). Seeds "
+        f"{plan.seeds}{reverse}; model `{config['model'] or 'tiny_model/'}`; "
+        f"settings: preset `{config['preset']}` of es_grpo.py plus the flags above (and those shown in runs/*/"
+        f"config.json). Evaluation: the `{config['eval_split']}` split, {config['eval_problems']} problems, "
+        f"{plan.samples} samples per problem at temperature {config['eval_temperature']} at each stage's end, "
+        f"{config['trajectory_samples']} at the trajectory points; unbiased Pass@K from per-problem counts. "
+        f"GRPO's learning rate: {config['grpo_lr']:g}" + calibrated, "",
+        "**Intervals and verdicts.** Every interval is 95%: the estimate plus or minus a t quantile "
+        "(Welch-Satterthwaite degrees of freedom) times a standard error made of a paired bootstrap over the "
+        "problems (the same draw for every model compared) and a leave-one-seed-out jackknife over the seeds; "
+        "each claim names the smallest effect its test detects with 80% power. One set of margins "
+        f"for all claims: *raises* / *falls*: the interval is above / below 0; *keeps*: its lower end is above "
+        f"-{TOLERANCE:g} (half the paper's smallest Pass@K effect, ES's Pass@32 gain of "
+        f"{PAPER_EFFECTS['es_passk_change']:g}, so that no margin hides an effect of the paper's size); *about "
+        f"equal* (ratios): inside [{RATIO_BAND[0]:g}, {RATIO_BAND[1]:g}] times the reference. A claim is "
+        "*reproduced* when every condition holds, *not reproduced* when one clearly fails (the whole interval on "
+        "the wrong side), *equivalent* when a difference it claims is found smaller than the margin "
+        f"({TOLERANCE:g}) with confidence, *inconclusive* otherwise.", ""]
+
+
+RUN_PARTS = {"claims: the schedule runs": ("grpo-s", "es-s", "grpo-es-s", "es-grpo-s", "grpo-lr", "es-alpha"),
+             "claims: the null and matched runs": ("es-null-", "grpo-matched-"),
+             "claim6": ("es-raw-", "es-antithetic-", "tune-raw-"), "paper-steps": ("grpo-paper-steps-",),
+             "sizes": ("sweep-", "size-"), "untied": ("untied-",)}  # run folder names of each part
+
+
+def runs_wall_minutes(runs: Path) -> dict[str, dict]:
+    """Per part, its finished runs under OUT/runs and their wall time, whenever and however each was trained
+    (a run folder's config.json is written at its start, summary.json at its end; a resumed run counts its
+    pause too)."""
+    totals = {}
+    for summary in sorted([*runs.glob("*/summary.json"), *runs.glob("*/*/summary.json")]):
+        name = summary.relative_to(runs).parts[0]
+        part = next((part for part, prefixes in RUN_PARTS.items() if name.startswith(prefixes)), "other")
+        row = totals.setdefault(part, {"runs": 0, "minutes": 0.0})
+        row["runs"] += 1
+        row["minutes"] += (summary.stat().st_mtime - (summary.parent / "config.json").stat().st_mtime) / 60
+    return {part: {"runs": row["runs"], "minutes": f"{row['minutes']:.1f}"} for part, row in totals.items()}
+
+
+def minutes_section(evidence: Evidence) -> list[str]:
+    minutes = {part: {"minutes": f"{value:.1f}"} for part, value in evidence.minutes.items()}
+    runs = runs_wall_minutes(evidence.plan.runs)
+    reused = "; ".join(f"{name}, measured {made}" for name, made in evidence.reused.items())
+    return ["## Wall time of each part", "",
+            "This invocation, on this machine (a run found finished in runs/ costs nothing here):", "",
+            markdown_table(minutes, ["minutes"], "part"), "",
+            "The analyses read from analyses/reused/ (each reused only while its code, its arguments and its "
+            f"models' runs are the same: analyses/reproduction/reuse.py): {reused or 'none'}.", "",
+            "The runs in runs/, whenever they were trained (each from its config.json to its summary.json: "
+            "training and the evaluations inside the run; the analyses' own evaluations are in the table "
+            "above):", "", markdown_table(runs, ["runs", "minutes"], "part"), ""] if minutes else []
+
+
+def calibration_section(evidence: Evidence) -> list[str]:
+    config = evidence.runs["es"]["config"]
+    return [
+        "## What the calibrations could bias", "",
+        f"GRPO's learning rate ({config['grpo_lr']:g}) and ES's alpha ({config['es_alpha']:g}) were chosen on the "
+        "`dev` split, never on the evaluation problems, and both with coverage in view (report/NOTES.md, \"How "
+        "the tiny preset was chosen\"): GRPO's rate so that its Pass@K loss stays a few points (5e-5 lost "
+        "fourteen points of Pass@64 on dev), ES's alpha for its Pass@1 gain with the least Pass@64 lost. Both "
+        "choices lean one way: they protect the coverage claim 1 tests, GRPO's against its collapse and ES's "
+        "against its loss. That is why claim 1 is read on a frontier: GRPO at learning rates from 1e-6 to 5e-5 "
+        "and ES at two alphas (the rates besides the calibrated ones chosen for their span, on no result), each "
+        "compared at matched Pass@1, where no single rate decides. A larger GRPO rate also drifts further "
+        "(against claim 4's ratio), and a larger alpha drifts further at the same signal (the null run's drift "
+        "grows as alpha): the drift ratio, shown but not scored, follows the calibration more than the method.",
+        ""]
+
+
+def budgets_section(evidence: Evidence) -> list[str]:
+    budget = {}
+    for name, run in evidence.runs.items():
+        stages = " + ".join(f"{u} {s.upper()}" for s, u in run["stages"])
+        budget[LABELS[name]] = {"updates": stages, **{key: mean_std(run["totals"][key]) for key in run["totals"]},
+                                "trajectory every": f"{run['config']['eval_every']} updates"}
+    return [
+        "## Budgets", "",
+        "Per run, mean ± std over seeds: sequences, tokens and seconds over all stages (training only). GRPO->ES "
+        f"and ES->GRPO split their {evidence.plan.updates['grpo-es']} updates evenly (the paper; `--steps`, by "
+        "default 100, sized so that the claims part fits about two hours on 2 CPU cores with 5 seeds and 500 "
+        "problems); ES alone gets GRPO->ES's sequences; GRPO alone "
+        "runs twice GRPO->ES's updates, so that its path holds the matched points (matching its sequences to "
+        "ES's would take about 8x more GRPO updates: compute is matched where the one that spent less ends).", "",
+        markdown_table(budget, list(next(iter(budget.values()))), "schedule"), ""]
+
+
+def claims_section(claims: list[Claim]) -> list[str]:
+    return ["## Claims", "", "| claim | verdict | numbers, 95% intervals |", "|---|---|---|",
+            *[f"| {claim.statement} | **{claim.verdict}** | {claim.numbers} |" for claim in claims], ""]
+
+
+def models_section(evidence: Evidence) -> list[str]:
+    n, k, runs = evidence.plan.samples, evidence.plan.k, evidence.runs
+    table = {"base": runs["es"]["base"], **{name: run["finals"] for name, run in runs.items()}}
+    results = {}
+    for name, rows in table.items():
+        row = {f"pass@{kk}": mean_std([float(per_problem(r["correct"], n, kk).mean()) for r in rows])
+               for kk in (1, k, n)}
+        row["maj@16"], row["entropy"] = mean_std([r["maj@16"] for r in rows]), mean_std([r["entropy"] for r in rows])
+        for key in heldout_families(rows[0]):
+            row[f"{key} pass@{k}"] = mean_std([float(per_problem(r[key]["correct"], n, k).mean()) for r in rows])
+        results[LABELS[name]] = row
+    return ["## Models at the end of each schedule", "", f"Mean ± std over seeds; held-out families: Pass@{k}.", "",
+            markdown_table(results, list(next(iter(results.values()))), "model"), ""]
+
+
+def curves_section(evidence: Evidence) -> list[str]:
+    n = evidence.plan.samples
+    overtakes = {LABELS[name]: {"base overtakes at K": curve["base_overtakes_at_K"] or "never (K <= n)",
+                                f"base minus model at K={n}": shown(curve[f"base_minus_model_at_{n}"])}
+                 for name, curve in evidence.curves.items() if name != "base"}
+    temperature = evidence.runs["es"]["config"]["eval_temperature"]
+    return [f"## Pass@K curves, K = 1..{n}", "", "![pass@k](analyses/pass_at_k/pass_at_k.png)", "",
+            f"*Pass@K of each schedule's models at their end and of the base model, mean over seeds; evaluation "
+            f"decoding: temperature {temperature:g}, {n} samples per problem, unbiased estimator.*", "",
+            markdown_table(overtakes, list(next(iter(overtakes.values()))), "model"), ""]
+
+
+def matched_section(evidence: Evidence) -> list[str]:
+    k, config = evidence.plan.k, evidence.runs["es"]["config"]
+    fair = {name: {"where": f"{row['where']:,.0f}" if row["where"] == row["where"] else "never reached",
+                   "Pass@1 difference": "matched on it" if name.endswith("Pass@1") else shown(row["pass@1"]),
+                   f"Pass@{k} difference": shown(row[f"pass@{k}"])}
+            for name, row in evidence.rows.items()}
+    return [
+        "## Matched comparisons along the paths", "",
+        "Each row: the first model at its end minus the second's path where it matches the first on compute "
+        f"(updates, sequences or training seconds) or on Pass@1 (where = the matching point's value: sequences "
+        f"for Pass@1). Paths: a point every few updates ({config['trajectory_samples']} samples per problem) and "
+        "each stage's end.", "",
+        "![paths](analyses/paths/paths.png)", "",
+        "*Each schedule's path, mean over seeds and problems, bars 95% over seeds; black diamond: the GRPO models "
+        "trained to ES's Pass@1 (claim 1's matched comparison); dashed: claim 1's frontier runs (other learning "
+        f"rates and alphas); trajectory points decoded at temperature {config['eval_temperature']:g}, "
+        f"{config['trajectory_samples']} samples per problem (each stage's end: {config['eval_samples']}); "
+        "entropy: the model's full-vocabulary token entropy on those samples; compute: sequences generated.*",
+        "",
+        markdown_table(fair, list(next(iter(fair.values()))), "comparison"), ""]
+
+
+def diversity_section(evidence: Evidence) -> list[str]:
+    keys = ("js_succ", "js_succ_plugin", "js_pol", "predicted", "gain", "ratio", "gain_counts", "mean_policy_gain",
+            "gain_vs_centre")
+    diversity = {name: {key: (shown((row[key], *row[key + "_ci"]), 4) if key + "_ci" in row else f"{row[key]:.4f}")
+                        for key in keys} for name, row in evidence.diversity.items()}
+    first = next(iter(evidence.diversity.values()))
+    return [
+        "## Claim 2: the population's coverage, measured without bias", "",
+        f"Base model, N = {first['population']} members, {first['samples']} samples per problem for each member "
+        f"and for the centre (each its own sampling noise), {first['problems']} problems; intervals over problems. "
+        "`gain`: the population's Pass@N (one sample per member) minus that of one policy with the members' mean "
+        "success rate, which the formula N p (1-p)^(N-1) JS_succ predicts (`predicted`); `js_succ`, `predicted` "
+        "and `gain` are posterior means under a hierarchical model of the members' success rates fitted to the "
+        "counts (`member_rate_model`: a zero count reads as a small rate, not 0), checked unbiased by simulation "
+        "where the truth is known; `gain_counts`, the same gain from the counts alone; `gain_vs_centre`: the "
+        "population minus the unperturbed model's unbiased Pass@N; `mean_policy_gain`: the members' mean "
+        "success beating the centre's, which is not diversity. `js_succ_plugin`, the plug-in, is biased up by "
+        "about (1 - 1/N) / (2 x samples) nats per problem and reads a zero count as 0. The `disagreement` logged "
+        "during ES training (greedy 0/1 successes) is not JS_succ. `js_pol` (no interval; in no verdict): "
+        f"{JS_SAMPLES} samples per member on the first {first.get('js_pol_problems', first['problems'])} "
+        "problems, each scored by every member.", "",
+        "![diversity](analyses/diversity/diversity.png)", "",
+        "*The paper's formula (predicted) and the measured coverage gain of ES populations around the base "
+        "model (the JS part, and against the centre), by noise scale, posterior means with 95% intervals over "
+        "problems; the ratio claim 2 reads is the table's.*", "",
+        markdown_table(diversity, list(keys), "noise"), ""]
+
+
+def drift_section(evidence: Evidence) -> list[str]:
+    out, seed = evidence.plan.out, evidence.plan.seeds[0]
+    under = lambda rows: {  # noqa: E731  models under OUT named as from REPORT.md, the base model as given
+        str(Path(name).relative_to(out)) if Path(name).is_relative_to(out) else name: row for name, row in rows.items()}
+    drifts, untied, sparsity = evidence.drift["drift"], evidence.untied, evidence.sparsity
+    untied_lines = ["With an LM head of its own (the shipped model pretrained again with `--no-tie-embeddings`; "
+                    f"seed {seed}'s ES and GRPO runs on it):", "",
+                    markdown_table(under(untied["drift"]), list(next(iter(untied["drift"].values()))), "model"), "",
+                    *module_ranking(untied["drift"])] if untied else []
+    return [
+        "## Drift and sparsity (claim 4)", "",
+        f"Seed {seed}'s ES and GRPO models: relative L2 drift from the base model per module kind (the ratio "
+        "in the claims table: over seeds); the ES update with its smallest coordinates zeroed (tau a quantile "
+        f"of |delta|) against a random mask of the same sparsity, {sparsity['samples']} samples per problem "
+        "(the claims table reads every seed, against 5 random masks each)"
+        + ("; ES populations at equal sequences (claim 6)." if evidence.sweep else "."), "",
+        markdown_table(under(drifts), list(next(iter(drifts.values()))), "model"), "", *module_ranking(drifts),
+        *untied_lines,
+        markdown_table(sparsity["rows"], ["mask", "sparsity", "pass@1", "pass@1_kept", "gain_kept"], "update"), "",
+        *([markdown_table(evidence.sweep, ["alpha", "updates", "sequences", "pass@1", "pass@16", "pass@64"],
+                          "population"), ""] if evidence.sweep else []),
+        "![drift](analyses/drift/drift.png)", "",
+        "*Relative L2 drift from the base model per module kind, seed 0's ES, GRPO and null ES models.*", "",
+        "![sparsity](analyses/sparsity/sparsity.png)", "",
+        "*Pass@1 of seed 0's ES update with its smallest coordinates zeroed (largest kept), of random masks of the "
+        "same sparsity and of the null run's update sparsified alike, against the whole update and the base.*",
+        ""]
+
+
+def forgetting_section(evidence: Evidence) -> list[str]:
+    forgetting = evidence.forgetting
+    left_out = ", ".join(f"{t} {p:.2f}" for t, p in forgetting["saturated"].items()) or "none"
+    return [
+        "## Forgetting, with a control (claim 5)", "",
+        f"Held-out families the base model does not already solve (Pass@1 < {SATURATED}; left out: {left_out}), "
+        f"{forgetting['problems']} problems each, {forgetting['samples']} samples; each seed's ES and GRPO model, "
+        "and the base model plus Gaussian noise with each tensor's RMS equal to that seed's ES update.", "",
+        "![forgetting](analyses/forgetting/forgetting.png)", "",
+        "*Held-out Pass@K per family: the base model, each seed's ES and GRPO models and the noise control.*", "",
+        markdown_table(forgetting["means"], list(next(iter(forgetting["means"].values()))), "model"), "",
+        "![training curves](analyses/curves/curves.png)", "",
+        "*Training curves of seed 0's runs along updates and sequences: reward, the token entropy of each stage's "
+        "own training decoding (ES greedy, GRPO temperature 1: not comparable with each other), the ES members' "
+        "disagreement and GRPO's KL.*", ""]
+
+
+def module_ranking(drifts: dict) -> list[str]:
+    """Claim 4's module-kind part: a table of the kinds by relative drift, largest first, for the ES and GRPO
+    models (the first two rows of `drifts`), beside the paper's ranking."""
+    order = lambda row: " > ".join(sorted((k for k in row if k != "total"), key=row.get, reverse=True))  # noqa: E731
+    es_row, grpo_row = list(drifts.values())[:2]
+    tied = "lm_head" not in es_row  # named_parameters lists a tied head once, as the embeddings
+    table = {"ES": {"here, largest first": order(es_row), "the paper's largest": "norms, attention"},
+             "GRPO": {"here, largest first": order(grpo_row), "the paper's largest": "embeddings, lm_head"}}
+    return [markdown_table(table, ["here, largest first", "the paper's largest"], "module kinds by drift"), ""] + (
+        ["This model ties its LM head to its embeddings, so the two are one kind here.", ""] if tied else [])
+
+
+def sizes_section(evidence: Evidence) -> list[str]:
+    """REPORT.md's lines on population against model size (eval.py reproduce --parts ...,sizes)."""
+    sizes = evidence.sizes
+    if not sizes:
+        return []
+    table = sizes_table(sizes)
+    return ["## Claim 6: population size against model size", "",
+            "ES population sweeps at equal sequences (the sweep above) on the shipped model and on models "
+            "pretrained here as it was, with other widths and depths (`OUT/models`; the larger one at a third of "
+            "the learning rate, chosen by its pretraining loss: `MODEL_SIZES` in analyses/training.py); Pass@1 on the "
+            "evaluation set, one seed each, and each model's final pretraining loss. The verdict reads the smallest "
+            "population's Pass@1 minus the largest's on the largest model, minus the same on the smallest model "
+            "(above 0: the larger model favours smaller populations).", "", "![sizes](analyses/sizes/sizes.png)", "",
+            markdown_table(table, list(next(iter(table.values()))), "model"), ""]
+
+
+def claim6_section(evidence: Evidence) -> list[str]:
+    """REPORT.md's lines on z-scoring and antithetic sampling (eval.py reproduce --parts claims,claim6)."""
+    arms, runs, n, k = evidence.arms, evidence.runs, evidence.plan.samples, evidence.plan.k
+    if not arms:
+        return ["## Claim 6: z-scoring and antithetic sampling", "",
+                "Not measured in this report: `python eval.py reproduce --parts claims,claim6` trains its runs.", ""]
+    finals = {"z-scored (the ES runs)": runs["es"]["finals"], **{f"{arm}": rows for arm, rows in arms["rows"].items()}}
+    table = {arm: {f"pass@{kk}": mean_std([float(per_problem(r["correct"], n, kk).mean()) for r in rows])
+                   for kk in (1, k)} for arm, rows in finals.items()}
+    tuning = {f"alpha={alpha}": {"dev pass@1": value} for alpha, value in arms["tuning"].items()}
+    return ["## Claim 6: z-scoring and antithetic sampling, at one model size", "",
+            f"ES for {arms['updates']} updates per seed, otherwise the report's ES settings: z-scored rewards (the ES "
+            f"runs above), raw centred rewards (`--no-es-zscore`: their spread is about 25x smaller, so their "
+            f"alpha was chosen on the `dev` split, each candidate a run of a third as many updates, seed "
+            f"{arms['tuned_on_seed']}), and antithetic sampling "
+            "(`--es-antithetic`, the z-scored alpha). Mean ± std over seeds; the paired intervals are in the "
+            "claims table.", "", markdown_table(table, list(next(iter(table.values()))), "rewards / sampling"),
+            "", markdown_table(tuning, ["dev pass@1"], "raw rewards' candidate"), ""]
+
+
+def report_values(claims: list[Claim]) -> dict:
+    """Every claim's values in one mapping, as report.json keeps them (a name two claims read is one value)."""
+    return {name: value for claim in claims for name, value in claim.values.items()}

@@ -1,0 +1,138 @@
+"""Reuse that cannot lie. A reproduction's analyses take minutes to hours; a report is rewritten far more
+often than they change. Each result is saved with a key of everything that decides its numbers: the
+function's code (and this package's functions and constants it names, transitively), its arguments, and each
+model's identity. A changed key measures again; a model whose weights are not here (a report's committed runs
+keep their settings, metrics and summaries, not their weights) is trained again first, from its own settings."""
+from __future__ import annotations
+
+import ast
+import dataclasses
+import datetime
+import hashlib
+import inspect
+import json
+import sys
+import textwrap
+from pathlib import Path
+
+import es_grpo
+from analyses.training import train_again
+from es_grpo import log
+
+PACKAGE = "analyses"
+WEIGHTS = ("*.safetensors", "*.bin", "*.pt")  # a model folder's weight files
+TIMINGS = ("seconds",)  # a summary's numbers that differ between two trainings of the same weights
+
+
+def digest(text: str) -> str:
+    return hashlib.sha256(text.encode()).hexdigest()[:16]
+
+
+def run_folder(model: str) -> Path | None:
+    """The finished run a model was trained by (its stage folder's parent), or None."""
+    folder = Path(model).parent
+    return folder if (folder / "config.json").exists() and (folder / "summary.json").exists() else None
+
+
+def identity(model: str) -> str:
+    """What decides a model's weights, readable without them. A run's model: the run's settings (its
+    config.json, less where it was written) and its evaluations (summary.json, less timings): the same
+    settings and seed give the same weights, and the evaluations tell a different training apart. A model
+    folder: its weight files' bytes. Otherwise (a hub id): the name."""
+    run = run_folder(model)
+    if run is not None:
+        config = {k: v for k, v in json.loads((run / "config.json").read_text()).items()
+                  if k not in ("out", "overwrite")}
+        stages = [{k: v for k, v in stage.items() if k not in TIMINGS}
+                  for stage in json.loads((run / "summary.json").read_text())["stages"]]
+        return "run " + digest(json.dumps([config, stages, Path(model).name], sort_keys=True))
+    folder = es_grpo.TINY_MODEL if model in ("", "tiny") else Path(model)
+    files = sorted(f for pattern in WEIGHTS for f in folder.glob(pattern)) if folder.is_dir() else []
+    if files:
+        content = hashlib.sha256()
+        for file in files:
+            with file.open("rb") as handle:
+                content.update(hashlib.file_digest(handle, "sha256").digest())
+        return "weights " + content.hexdigest()[:16]
+    return "name " + model
+
+
+def has_weights(model: str) -> bool:
+    return any(any(Path(model).glob(pattern)) for pattern in WEIGHTS) or run_folder(model) is None
+
+
+def code_only(source: str) -> ast.AST:
+    """The source's syntax tree without docstrings (ast drops comments): what runs, not how it reads."""
+    tree = ast.parse(textwrap.dedent(source))
+    for node in ast.walk(tree):
+        body = getattr(node, "body", None)
+        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
+                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+            node.body = body[1:] or [ast.Pass()]
+    return tree
+
+
+def code_of(function) -> str:
+    """A digest of the function's code, of every function and class of this package it names (again theirs,
+    transitively) and of every UPPER_CASE constant of their modules they name: change RANDOM_MASKS or a
+    measurement's body and the key changes; a docstring or a comment leaves it. es_grpo.py and scale/ are
+    left out: the runs depend on them too."""
+    seen, parts = set(), []
+
+    def visit(thing):
+        if (thing.__module__, thing.__qualname__) in seen:
+            return
+        seen.add((thing.__module__, thing.__qualname__))
+        tree = code_only(inspect.getsource(thing))
+        parts.append(ast.dump(tree))
+        module = vars(sys.modules[thing.__module__])
+        for name in sorted({node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}):
+            value = module.get(name)
+            if (inspect.isfunction(value) or inspect.isclass(value)) and value.__module__.startswith(PACKAGE):
+                visit(value)
+            elif name.isupper() and name in module and not callable(value):
+                parts.append(f"{thing.__module__}.{name} = {value!r}")
+    visit(function)
+    return digest("\n".join(parts))
+
+
+@dataclasses.dataclass
+class Store:
+    """Analyses saved in `folder` (OUT/analyses/reused), and, for the report, when each one used was made."""
+    folder: Path
+    made: dict = dataclasses.field(default_factory=dict)  # name -> when its result was measured
+
+    def key(self, function, arguments: tuple, models: list[str]) -> dict:
+        def plain(value):  # the arguments as JSON, each model by its identity, not its path
+            if isinstance(value, str) and value in models:
+                return identity(value)
+            if dataclasses.is_dataclass(value):
+                return plain(dataclasses.asdict(value))
+            if isinstance(value, dict):
+                return {str(k): plain(v) for k, v in value.items()}
+            return [plain(v) for v in value] if isinstance(value, (list, tuple)) else value
+        return {"code": code_of(function), "function": function.__name__, "arguments": plain(arguments)}
+
+    def get(self, name: str, models: list[str], function, *arguments):
+        """function(*arguments), or the result saved under NAME with the same key. models: the model paths
+        among the arguments (or inside them), each keyed by identity() and trained again if its weights are
+        missing and the result must be measured."""
+        path = self.folder / f"{name}.json"
+        key = self.key(function, arguments, models)
+        try:
+            saved = json.loads(path.read_text())
+            if saved["key"] == key:
+                log(f"reproduce: {name} reused from {path} (made {saved['made']})")
+                self.made[name] = saved["made"]
+                return saved["result"]
+        except (OSError, ValueError, KeyError, TypeError):
+            pass
+        for run in dict.fromkeys(run_folder(m) for m in models if not has_weights(m)):
+            train_again(run)
+        key = self.key(function, arguments, models)  # runs trained again: read their summaries again
+        result = function(*arguments)
+        made = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
+        self.folder.mkdir(parents=True, exist_ok=True)
+        path.write_text(json.dumps({"key": key, "made": made, "result": result}, default=float))
+        self.made[name] = f"{made} (this invocation)"
+        return json.loads(path.read_text())["result"]  # as a reuse would read it: the same types either way

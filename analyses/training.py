@@ -1,0 +1,168 @@
+"""Training runs for the analyses: one es_grpo.py run in this process (reused when finished, resumed when
+interrupted), trained again from its own settings, and the sweeps built from runs (ES populations at equal
+sequences, model sizes, claim 6's reward and sampling arms, GRPO to ES's Pass@1)."""
+from __future__ import annotations
+
+import dataclasses
+import json
+import math
+import shutil
+from pathlib import Path
+
+import es_grpo
+from analyses.evaluation import final, load
+from es_grpo import log
+from scale.chunks import chunked_rollout
+from scale.config import Args, evaluation_sets, parse_args
+from scale.grpo import grpo_step
+from scale.population import PopulationScorer
+from scale.runs import ResumableFolder
+
+LAYERS = dict(generate=chunked_rollout, grpo_step=grpo_step,  # scale.train's layers on one process;
+              score_members=PopulationScorer("auto"),  # the ES population in one batch where it fits
+              problems=evaluation_sets)  # and data files
+
+
+def train_run(out: Path, argv: list[str]) -> dict:
+    """One es_grpo.py run in this process; returns its summary. A finished run in `out` made with the same
+    settings is reused and an interrupted one resumed, so a long reproduction survives a crash, and runs made
+    with torchrun -m scale.train into the same folders count too; a run with other settings in `out` is replaced
+    (a folder that holds no run is refused, never replaced)."""
+    args = parse_args([*argv, "--out", str(out)])
+    try:
+        saved = json.loads((out / "config.json").read_text())
+    except (OSError, ValueError):
+        saved = {}
+    same = bool(saved) and all(saved.get(f.name, f.default) == getattr(args, f.name)  # a newer flag: its default
+                               for f in dataclasses.fields(Args) if f.name not in ("out", "overwrite"))
+    if same and (out / "summary.json").exists():
+        log(f"reproduce: {out} is done with these settings: reused")
+        return json.loads((out / "summary.json").read_text())
+    if same and (out / "checkpoint.pt").exists():
+        return es_grpo.run(args, **LAYERS, folder=ResumableFolder(resume=str(out)))
+    return es_grpo.run(dataclasses.replace(args, overwrite=True), **LAYERS, folder=ResumableFolder())
+
+
+def run_settings(folder: Path) -> Args:
+    """The settings a finished run was trained with, from its config.json (its `out`: this folder)."""
+    config = json.loads((folder / "config.json").read_text())
+    names = {field.name for field in dataclasses.fields(Args)}
+    return dataclasses.replace(Args(**{key: value for key, value in config.items() if key in names}),
+                               out=str(folder), overwrite=True)
+
+
+def train_again(folder: Path):
+    """A finished run whose weights are not kept (a report's committed runs keep only their settings, metrics
+    and summary) trained again in place from its own settings: ES and GRPO are bit-exact for the same
+    settings, seed and machine, so the same weights come back; its summary says if they did not."""
+    log(f"reproduce: {folder}'s weights are not here (not committed): training it again from its config.json")
+    es_grpo.run(run_settings(folder), **LAYERS, folder=ResumableFolder())
+
+
+def population_sweep(out: Path, argv: list[str], populations: list[int], sequences: int, prompts: int) -> dict:
+    """ES with several population sizes N at (about) the same total number of generated sequences, alpha
+    scaled with N so that every update moves each coordinate by the same random-walk amount: the update's
+    per-coordinate noise is about alpha sqrt(N - 1) / N (no signal), so alpha_N = alpha N / sqrt(N - 1) times
+    sqrt(N0 - 1) / N0 for the runs' own N0 and alpha. Without it, smaller N would also mean larger steps."""
+    args = parse_args(argv)
+    rows, samples, reference = {}, args.eval_samples, args.es_population / math.sqrt(args.es_population - 1)
+    for population in populations:
+        steps = max(1, sequences // (population * prompts))
+        alpha = args.es_alpha * population / math.sqrt(population - 1) / reference
+        summary = train_run(out / f"sweep-N{population}", [*argv, "--algo", "es", "--es-population", str(population),
+                                                           "--es-prompts", str(prompts), "--steps", str(steps),
+                                                           "--es-alpha", f"{alpha:.6g}"])
+        rows[f"N={population}"] = {"population": population, "alpha": float(f"{alpha:.6g}"), "updates": steps,
+                                   "sequences": final(summary)["sequences"],
+                                   **{k: final(summary)[k] for k in ("pass@1", "pass@16", "pass@64")
+                                      if k in final(summary)}, "samples": samples, "correct": final(summary)["correct"]}
+    return rows
+
+
+def grpo_at_gain(out: Path, flags: list[str], seeds: list[int], reach: float) -> dict:
+    """GRPO trained again, each seed, for the updates at which its mean path reaches ES's mean Pass@1 (`reach`:
+    the path's sequences there, NaN if it never does): the drift comparison that means something holds the
+    gain fixed (per step, ES and GRPO drift as their step sizes do).
+    {"updates": 0 if unreachable, "models": stage folders, "finals": rows}"""
+    args = parse_args(flags)
+    updates = math.ceil(reach / (args.grpo_prompts * args.grpo_group)) if math.isfinite(reach) else 0
+    finals, models = [], []
+    for seed in seeds if updates else []:
+        log(f"reproduce: GRPO for {updates} updates, where its path reaches ES's Pass@1, seed {seed}")
+        folder = out / f"grpo-matched-s{seed}"
+        finals.append(final(train_run(folder, [*flags, "--algo", "grpo", "--steps", str(updates), "--seed",
+                                               str(seed)])))
+        models.append(str(folder / "stage1-grpo"))
+    return {"updates": updates, "models": models, "finals": finals}
+
+
+RAW_ALPHA_SCALES = (8, 25, 80, 250)  # raw rewards' alpha: the z-scored one times these (spread ~0.04 against ~1)
+
+
+def hyperparameter_arms(out: Path, flags: list[str], seeds: list[int], updates: int, tune_updates: int,
+                        scales=RAW_ALPHA_SCALES) -> dict:
+    """Claim 6's z-scoring and antithetic parts, at one model size and the ES runs' settings (`flags`): ES with
+    raw centred rewards (--no-es-zscore) at an alpha chosen on the dev split (a run of tune_updates per
+    candidate, the best dev Pass@1), and ES with antithetic sampling at the z-scored runs' alpha, each seed for
+    `updates` updates. The z-scored arm is the report's ES runs themselves. {arm: [each seed's final row]}, the
+    chosen raw alpha, and the dev Pass@1 of each candidate."""
+    alpha, tuning = parse_args(flags).es_alpha, {}
+    # dev: the built-in dev split, or with --data the file's last problems (held out from training), never --eval-data
+    dev = [flag for i, flag in enumerate(flags)
+           if not (flag.startswith("--eval-data") or (i > 0 and flags[i - 1] == "--eval-data"))]
+    for scale in scales:
+        candidate = f"{alpha * scale:g}"
+        summary = train_run(out / f"tune-raw-alpha{candidate}", [*dev, "--algo", "es", "--no-es-zscore", "--es-alpha",
+                                                                 candidate, "--steps", str(tune_updates), "--seed",
+                                                                 str(seeds[0]), "--eval-split", "dev"])
+        tuning[candidate] = final(summary)["pass@1"]
+    raw_alpha = max(tuning, key=tuning.get)
+    arms = {"raw": ["--no-es-zscore", "--es-alpha", raw_alpha], "antithetic": ["--es-antithetic"]}
+    rows = {arm: [final(train_run(out / f"es-{arm}-s{seed}", [*flags, "--algo", "es", *extra, "--steps", str(updates),
+                                                               "--seed", str(seed)])) for seed in seeds]
+            for arm, extra in arms.items()}
+    return {"rows": rows, "raw_alpha": float(raw_alpha), "tuning": tuning, "updates": updates,
+            "tuned_on_seed": seeds[0]}
+
+
+MODEL_SIZES = {  # claim 6's third part: the shipped model (0.86M parameters), one of 0.11M and one of 2.9M
+    "smaller": ["--hidden-size", "64", "--intermediate-size", "192", "--layers", "2", "--heads", "2"],
+    "shipped": [],
+    # at the shipped recipe's lr (3e-3) this one ended at loss 0.418, worse than the shipped model's 0.329
+    "larger": ["--hidden-size", "192", "--intermediate-size", "576", "--layers", "6", "--heads", "6", "--lr", "1e-3"]}
+
+
+def pretrained(model: Path, flags: list[str], what: str, runs: list[Path]):
+    """tiny_model/pretrain.py FLAGS into `model`, unless its pretrain.json records those very settings (a model
+    built with other flags, by an older recipe, is built again, and the `runs` trained from it are removed:
+    train_run knows a model by its path only)."""
+    from tiny_model.pretrain import PretrainArgs, main as pretrain
+    wanted = dataclasses.asdict(PretrainArgs(**vars(es_grpo.dataclass_parser(PretrainArgs, "").parse_args(flags))))
+    try:
+        record = json.loads((model / "pretrain.json").read_text())
+    except (OSError, ValueError):
+        record = {}
+    if any(record.get(name) != value for name, value in wanted.items() if name != "out"):
+        log(f"reproduce: pretraining {what}")
+        for folder in runs:
+            shutil.rmtree(folder, ignore_errors=True)
+        pretrain([*flags, "--out", str(model)])
+
+
+def size_sweeps(out: Path, argv: list[str], populations: list[int], sequences: int, prompts: int,
+                shipped: dict, pretrain_flags: list[str]) -> dict:
+    """The population sweep on models of several sizes: the shipped model's (`shipped`, population_sweep's rows)
+    and others pretrained here as it was (tiny_model/pretrain.py with the flags of MODEL_SIZES and pretrain_flags;
+    kept in OUT/models). {size: {"parameters": count, "pretrain_loss": its final loss, "rows": the sweep's rows}}."""
+    result = {}
+    for size, shape in MODEL_SIZES.items():
+        model = str(out / "models" / size) if shape else str(es_grpo.TINY_MODEL)
+        if shape:
+            pretrained(Path(model), [*shape, *pretrain_flags], f"the {size} model ({' '.join(shape)})",
+                       [out / "runs" / f"size-{size}"])
+        rows = shipped if not shape else population_sweep(out / "runs" / f"size-{size}", [*argv, "--model", model],
+                                                          populations, sequences, prompts)
+        count = sum(p.numel() for p in load(model, parse_args(argv))[0].parameters())
+        record = json.loads((Path(model) / "pretrain.json").read_text())  # a larger model is not always better
+        result[size] = {"parameters": count, "pretrain_loss": record.get("final_loss"), "rows": rows}
+    return result
