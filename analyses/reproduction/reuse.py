@@ -16,12 +16,11 @@ import textwrap
 from pathlib import Path
 
 import es_grpo
-from analyses.training import train_again
+from analyses.training import run_results, train_again
 from es_grpo import log
 
 PACKAGE = "analyses"
 WEIGHTS = ("*.safetensors", "*.bin", "*.pt")  # a model folder's weight files
-TIMINGS = ("seconds",)  # a summary's numbers that differ between two trainings of the same weights
 
 
 def digest(text: str) -> str:
@@ -43,9 +42,7 @@ def identity(model: str) -> str:
     if run is not None:
         config = {k: v for k, v in json.loads((run / "config.json").read_text()).items()
                   if k not in ("out", "overwrite")}
-        stages = [{k: v for k, v in stage.items() if k not in TIMINGS}
-                  for stage in json.loads((run / "summary.json").read_text())["stages"]]
-        return "run " + digest(json.dumps([config, stages, Path(model).name], sort_keys=True))
+        return "run " + digest(json.dumps([config, run_results(run), Path(model).name], sort_keys=True))
     folder = es_grpo.TINY_MODEL if model in ("", "tiny") else Path(model)
     files = sorted(f for pattern in WEIGHTS for f in folder.glob(pattern)) if folder.is_dir() else []
     if files:
