@@ -9,7 +9,8 @@ import es_grpo
 import eval as cli
 from analyses import diversity, paths, statistics, training, weights
 from analyses.reproduction import claims as claim_rules
-from analyses.reproduction import report, reuse
+from analyses.reproduction import evidence as gathered
+from analyses.reproduction import reuse
 from conftest import in_process
 from es_grpo import js_succ
 from es_grpo import pass_at_k as es_pass_at_k
@@ -563,7 +564,12 @@ def test_each_parts_runs_are_timed_from_their_own_files(tmp_path):
             os.utime(folder / f"{stem}.json", (at, at))
     (tmp_path / "grpo-es-s0").mkdir()  # unfinished: not counted
     (tmp_path / "grpo-es-s0" / "config.json").write_text("{}")
-    assert report.runs_wall_minutes(tmp_path) == {
-        "claims: the schedule runs": {"runs": 2, "minutes": "7.0"},
-        "claims: the null and matched runs": {"runs": 1, "minutes": "2.0"},
-        "sizes": {"runs": 1, "minutes": "1.0"}, "other": {"runs": 1, "minutes": "5.0"}}
+    measured = {"claims: the schedule runs": {"runs": 2, "minutes": "7.0"},
+                "claims: the null and matched runs": {"runs": 1, "minutes": "2.0"},
+                "sizes": {"runs": 1, "minutes": "1.0"}, "other": {"runs": 1, "minutes": "5.0"}}
+    record = tmp_path / "run-minutes.json"
+    assert gathered.runs_wall_minutes(tmp_path, record) == measured and record.exists()
+    for summary in tmp_path.glob("**/summary.json"):  # a clone: every file written at once
+        os.utime(summary, (summary.parent.joinpath("config.json").stat().st_mtime,) * 2)
+    assert gathered.runs_wall_minutes(tmp_path, record) == measured  # the saved table, of the same runs
+    assert gathered.runs_wall_minutes(tmp_path)["claims: the schedule runs"]["minutes"] == "0.0"

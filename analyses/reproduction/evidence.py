@@ -4,7 +4,9 @@ Evidence built by keyword and never changed after. No plots here: the report wri
 from __future__ import annotations
 
 import dataclasses
+import json
 import math
+from pathlib import Path
 
 import numpy as np
 
@@ -22,6 +24,10 @@ from es_grpo import log
 
 SPARSITY_SAMPLES = 16  # per problem for claim 4's sparsified models: it reads Pass@1 only
 PAPER_STEP_RATIO = 2.5e-4 * math.sqrt(31) / 32 / 1e-6  # ES's per-coordinate step over GRPO's lr, paper: ~43.5
+RUN_PARTS = {"claims: the schedule runs": ("grpo-s", "es-s", "grpo-es-s", "es-grpo-s", "grpo-lr", "es-alpha"),
+             "claims: the null and matched runs": ("es-null-", "grpo-matched-"),
+             "claim6": ("es-raw-", "es-antithetic-", "tune-raw-"), "paper-steps": ("grpo-paper-steps-",),
+             "sizes": ("sweep-", "size-"), "untied": ("untied-",)}  # run folder names of each part
 
 
 @dataclasses.dataclass(frozen=True)
@@ -43,6 +49,7 @@ class Evidence:
     drift_ratio_matched: Interval | None  # ES's drift over the matched GRPO models', over seeds
     frontier: dict  # claim 1: the other rates' runs, load_runs
     minutes: dict  # wall time of each part in this invocation
+    run_minutes: dict  # wall time of each part's runs, whenever they were trained: runs_wall_minutes
     reused: dict  # analysis -> when the result the report reads was measured
     sweep: dict | None = None  # claim 6: ES populations at equal sequences, the shipped model (part sizes)
     arms: dict | None = None  # claim 6: raw rewards and antithetic sampling
@@ -64,7 +71,32 @@ def gather(plan: Plan, clock: Stopwatch) -> Evidence:
                                                         for name in plan.updates]),
                     **weight_analyses(plan, store, matched["models"]), **evaluations(plan, store)}
     extra = extra_parts(plan, store, clock)
-    return Evidence(plan=plan, **measured, **extra, minutes=dict(clock.minutes), reused=dict(store.made))
+    return Evidence(plan=plan, **measured, **extra, minutes=dict(clock.minutes), reused=dict(store.made),
+                    run_minutes=runs_wall_minutes(plan.runs, plan.analyses / "run-minutes.json"))
+
+
+def runs_wall_minutes(runs: Path, record: Path | None = None) -> dict[str, dict]:
+    """Per part, its finished runs under OUT/runs and their wall time, whenever and however each was trained
+    (a run folder's config.json is written at its start, summary.json at its end; a resumed run counts its
+    pause too). A clone keeps no file times (each summary within 0.1 s of its config): then the table that
+    `record` saved when the times were there is read, if it is of the same runs; when they are, it is saved."""
+    totals, names, lost = {}, [], 0
+    for summary in sorted([*runs.glob("*/summary.json"), *runs.glob("*/*/summary.json")]):
+        names.append(str(summary.parent.relative_to(runs)))
+        part = next((part for part, prefixes in RUN_PARTS.items() if names[-1].startswith(prefixes)), "other")
+        seconds = summary.stat().st_mtime - (summary.parent / "config.json").stat().st_mtime
+        lost += seconds < 0.1
+        row = totals.setdefault(part, {"runs": 0, "minutes": 0.0})
+        row["runs"] += 1
+        row["minutes"] += seconds / 60
+    table = {part: {"runs": row["runs"], "minutes": f"{row['minutes']:.1f}"} for part, row in totals.items()}
+    saved = json.loads(record.read_text()) if record is not None and record.exists() else {}
+    if lost and saved.get("runs") == names:
+        return saved["table"]
+    if record is not None and not lost:
+        record.parent.mkdir(parents=True, exist_ok=True)
+        record.write_text(json.dumps({"runs": names, "table": table}, indent=1))
+    return table
 
 
 def frontier_seeds(plan: Plan) -> dict[str, list[int]]:

@@ -87,29 +87,9 @@ def report_header(evidence: Evidence) -> list[str]:
         f"({TOLERANCE:g}) with confidence, *inconclusive* otherwise.", ""]
 
 
-RUN_PARTS = {"claims: the schedule runs": ("grpo-s", "es-s", "grpo-es-s", "es-grpo-s", "grpo-lr", "es-alpha"),
-             "claims: the null and matched runs": ("es-null-", "grpo-matched-"),
-             "claim6": ("es-raw-", "es-antithetic-", "tune-raw-"), "paper-steps": ("grpo-paper-steps-",),
-             "sizes": ("sweep-", "size-"), "untied": ("untied-",)}  # run folder names of each part
-
-
-def runs_wall_minutes(runs: Path) -> dict[str, dict]:
-    """Per part, its finished runs under OUT/runs and their wall time, whenever and however each was trained
-    (a run folder's config.json is written at its start, summary.json at its end; a resumed run counts its
-    pause too)."""
-    totals = {}
-    for summary in sorted([*runs.glob("*/summary.json"), *runs.glob("*/*/summary.json")]):
-        name = summary.relative_to(runs).parts[0]
-        part = next((part for part, prefixes in RUN_PARTS.items() if name.startswith(prefixes)), "other")
-        row = totals.setdefault(part, {"runs": 0, "minutes": 0.0})
-        row["runs"] += 1
-        row["minutes"] += (summary.stat().st_mtime - (summary.parent / "config.json").stat().st_mtime) / 60
-    return {part: {"runs": row["runs"], "minutes": f"{row['minutes']:.1f}"} for part, row in totals.items()}
-
-
 def minutes_section(evidence: Evidence) -> list[str]:
     minutes = {part: {"minutes": f"{value:.1f}"} for part, value in evidence.minutes.items()}
-    runs = runs_wall_minutes(evidence.plan.runs)
+    runs = evidence.run_minutes
     reused = "; ".join(f"{name}, measured {made}" for name, made in evidence.reused.items())
     return ["## Wall time of each part", "",
             "This invocation, on this machine (a run found finished in runs/ costs nothing here):", "",
