@@ -9,6 +9,7 @@ import numpy as np
 
 from analyses.evaluation import EVAL_FLAGS, curve_ks
 from analyses.paths import CURVE_COLUMNS, CURVE_KEYS, LABELS, finals_array, path_arrays
+from analyses.statistics import T_975, t_quantile
 from analyses.weights import MODULE_KINDS
 from es_grpo import log, markdown_table
 
@@ -38,6 +39,12 @@ def grouped_bars(axes, rows: dict[str, dict], columns: list[str]):
         axes.bar(np.arange(len(columns)) + i * width, [row.get(c, 0.0) for c in columns], width, label=name)
     axes.set_xticks(np.arange(len(columns)) + 0.4 - width / 2, columns, fontsize=7)
     axes.legend(fontsize=7)
+
+
+def t95(seeds: int) -> float:
+    """A 95% interval's half-width over `seeds` means, in standard errors: Student's t, seeds - 1 df (2.78 for
+    5 seeds, where 1.96 would cover about 88%)."""
+    return t_quantile(T_975, seeds - 1, 1.960)
 
 
 def write_evaluation(out: Path, results: dict[str, dict], args) -> None:
@@ -230,7 +237,7 @@ def write_paths(out: Path, runs: dict, k: int, matched: dict | None = None, fron
 
     def spread(values):  # (points, seeds, P) -> mean, 95% half-width over the seeds' means
         per_seed, seeds = values.mean(2), values.shape[1]
-        half = 1.96 * per_seed.std(1, ddof=1) / np.sqrt(seeds) if seeds > 1 else np.zeros(len(per_seed))
+        half = t95(seeds) * per_seed.std(1, ddof=1) / np.sqrt(seeds) if seeds > 1 else np.zeros(len(per_seed))
         return per_seed.mean(1), half
 
     def plot(axes):
@@ -249,7 +256,7 @@ def write_paths(out: Path, runs: dict, k: int, matched: dict | None = None, fron
         if matched and matched["finals"]:
             n = runs["es"]["config"]["eval_samples"]
             ends = [finals_array(matched["finals"], n, kk).mean(1) for kk in (1, k)]  # (seeds,) each
-            half = [1.96 * e.std(ddof=1) / np.sqrt(len(e)) if len(e) > 1 else 0.0 for e in ends]
+            half = [t95(len(e)) * e.std(ddof=1) / np.sqrt(len(e)) if len(e) > 1 else 0.0 for e in ends]
             axes[0, 0].errorbar(ends[0].mean(), ends[1].mean(), xerr=half[0], yerr=half[1], marker="D", color="k",
                                 capsize=2, label=f"GRPO trained to ES's Pass@1 ({matched['updates']} updates)")
             axes[1, 1].plot(ends[0].mean(), np.mean([row["entropy"] for row in matched["finals"]]), "kD")

@@ -151,7 +151,10 @@ def models_section(evidence: Evidence) -> list[str]:
         for key in heldout_families(rows[0]):
             row[f"{key} pass@{k}"] = mean_std([float(per_problem(r[key]["correct"], n, k).mean()) for r in rows])
         results[LABELS[name]] = row
-    return ["## Models at the end of each schedule", "", f"Mean ± std over seeds; held-out families: Pass@{k}.", "",
+    heldout = runs["es"]["config"]["heldout_problems"]
+    return ["## Models at the end of each schedule", "",
+            f"Mean ± std over seeds; held-out families: Pass@{k} on the runs' own {heldout} problems per family "
+            f"(claim 5 reads {evidence.forgetting['problems']} per family: the forgetting section below).", "",
             markdown_table(results, list(next(iter(results.values()))), "model"), ""]
 
 
@@ -180,9 +183,9 @@ def matched_section(evidence: Evidence) -> list[str]:
         f"for Pass@1). Paths: a point every few updates ({config['trajectory_samples']} samples per problem) and "
         "each stage's end.", "",
         "![paths](analyses/paths/paths.png)", "",
-        "*Each schedule's path, mean over seeds and problems, bars 95% over seeds; black diamond: the GRPO models "
-        "trained to ES's Pass@1 (claim 1's matched comparison); dashed: claim 1's frontier runs (other learning "
-        f"rates and alphas); trajectory points decoded at temperature {config['eval_temperature']:g}, "
+        "*Each schedule's path, mean over seeds and problems, bars 95% over seeds (Student's t); black diamond: "
+        "the GRPO models trained to ES's Pass@1 (claim 1's matched comparison); dashed: claim 1's frontier runs "
+        f"(other learning rates and alphas); trajectory points decoded at temperature {config['eval_temperature']:g}, "
         f"{config['trajectory_samples']} samples per problem (each stage's end: {config['eval_samples']}); "
         "entropy: the model's full-vocabulary token entropy on those samples; compute: sequences generated.*",
         "",
@@ -203,7 +206,8 @@ def diversity_section(evidence: Evidence) -> list[str]:
         "success rate, which the formula N p (1-p)^(N-1) JS_succ predicts (`predicted`); `js_succ`, `predicted` "
         "and `gain` are posterior means under a hierarchical model of the members' success rates fitted to the "
         "counts (`member_rate_model`: a zero count reads as a small rate, not 0), checked unbiased by simulation "
-        "where the truth is known; `gain_counts`, the same gain from the counts alone; `gain_vs_centre`: the "
+        "only on populations drawn from the model's own family (tests/test_eval.py): its bias on other families is "
+        "not measured here; `gain_counts`, the same gain from the counts alone; `gain_vs_centre`: the "
         "population minus the unperturbed model's unbiased Pass@N; `mean_policy_gain`: the members' mean "
         "success beating the centre's, which is not diversity. `js_succ_plugin`, the plug-in, is biased up by "
         "about (1 - 1/N) / (2 x samples) nats per problem and reads a zero count as 0. The `disagreement` logged "
