@@ -459,13 +459,13 @@ def test_the_package_imports_run_one_way():
     upward = []
     for name, path in modules.items():
         for node in ast.walk(ast.parse(path.read_text())):
-            imported = node.module if isinstance(node, ast.ImportFrom) else None
-            if isinstance(node, ast.ImportFrom) and imported == "analyses":  # from analyses import figures
-                imported = "analyses." + node.names[0].name
-            if imported == "eval" or (imported in rank and rank[imported] >= rank[name]):
-                upward.append(f"{name} imports {imported}")
-            if isinstance(node, ast.Import) and any(alias.name in ("eval", "analyses") for alias in node.names):
-                upward.append(f"{name} imports the package or eval.py whole")
+            if isinstance(node, ast.ImportFrom):  # from analyses.x import f, or from analyses(.reproduction) import x
+                targets = [node.module, *(f"{node.module}.{alias.name}" for alias in node.names)]
+            else:
+                targets = [alias.name for alias in node.names] if isinstance(node, ast.Import) else []
+            for imported in targets:
+                if imported == "eval" or (imported in rank and rank[imported] >= rank[name]):
+                    upward.append(f"{name} imports {imported}")
     assert not upward, upward
 
 
