@@ -104,7 +104,7 @@ def write_diversity(out: Path, model_name: str, rows: dict) -> None:
 
     def plot(axes):
         xs = [r["sigma"] for r in rows.values()]
-        for key in ("predicted", "gain", "gain_vs_centre"):
+        for key in ("predicted", "gain", "gain_counts", "gain_vs_centre"):
             estimate = np.array([r[key] for r in rows.values()])
             spread = np.array([[r[key] - r[key + "_ci"][0], r[key + "_ci"][1] - r[key]] for r in rows.values()]).T
             axes.errorbar(xs, estimate, yerr=spread, marker="o", capsize=3, label=key)
@@ -112,7 +112,8 @@ def write_diversity(out: Path, model_name: str, rows: dict) -> None:
                  title=f"population vs one policy, N={size}, {samples} samples (95% CI)")
         axes.legend(fontsize=7)
 
-    columns = ["js_succ", "js_pol", "predicted", "gain", "ratio", "gain_vs_centre", "population_pass", "centre_pass"]
+    columns = ["js_succ", "js_pol", "predicted", "gain", "gain_counts", "ratio", "gain_vs_centre", "population_pass",
+               "centre_pass"]
     table = {name: {c: (f"{row[c]:.4f} [{row[c + '_ci'][0]:.4f}, {row[c + '_ci'][1]:.4f}]"
                         if c + "_ci" in row else row[c]) for c in columns} for name, row in rows.items()}
     save_outputs(out, "diversity", {"model": model_name, "rows": rows}, markdown_table(table, columns, "noise"), plot)

@@ -3,6 +3,10 @@ problems and seeds, with one set of margins for all claims; each interval says w
 smallest effect its test can detect."""
 from __future__ import annotations
 
+import dataclasses
+import itertools
+from collections.abc import Callable
+
 import numpy as np
 
 import es_grpo
@@ -15,7 +19,6 @@ PAPER_EFFECTS = {"es_pass1_gain": 0.005, "es_passk_change": 0.007, "passk_es_min
 # "keeps X" (the change in X above -TOLERANCE with 95% confidence) nor "equivalent" hides an effect of the
 # paper's size.
 TOLERANCE = PAPER_EFFECTS["es_passk_change"] / 2
-RATIO_BAND = (0.5, 2.0)  # "about equal" for ratios: within a factor of 2
 DRAWS = 1000
 
 
@@ -98,61 +101,137 @@ def saved_interval(row: dict, key: str) -> Interval:
     return Interval(row[key], *row[key + "_error"])
 
 
-def equivalent(ci, margin: float) -> bool:
-    """The whole interval inside (-margin, margin): an effect, if any, smaller than the margin."""
-    return -margin < ci[1] and ci[2] < margin
+# A condition's outcome: True (it holds), False (it fails: the interval wholly on the wrong side), None
+# (undecided), SMALL (real, on the claimed side, but the interval wholly inside the margin) or EQUIVALENT (no
+# effect of the margin's size either way: the interval inside (-margin, margin) and across 0).
+SMALL, EQUIVALENT = "small", "equivalent"
+# Margins besides TOLERANCE (Pass@K, Pass@1), each in its condition's own units and said in REPORT.md:
+# token entropy: a twentieth of the base model's (the paper's collapse, after Cui et al., takes 0.65 nats to 0.03,
+# a fall of 95%); catastrophic forgetting: a fall of a tenth of the base model's held-out Pass@K (forgetting
+# called catastrophic takes an ability to near nothing; a tenth is far short of that).
+ENTROPY_MARGIN_SHARE, CATASTROPHIC_SHARE = 0.05, 0.1
+VERDICTS = {  # each verdict word, what it means: REPORT.md's header and its table of reachable outcomes
+    "reproduced": "every condition holds",
+    "small": "every condition holds, and at least one is real but smaller than its margin",
+    "partly reproduced": "every condition decided and none fails; some show no effect of their margin's size",
+    "equivalent": "every condition shows no effect of its margin's size, with confidence",
+    "not reproduced": "a condition fails: its interval wholly on the wrong side",
+    "inconclusive": "no condition fails and at least one is undecided"}
 
 
-def rises(ci) -> bool | None:
-    """True if the interval is above 0, False if it is not above 0 at all, None (inconclusive) otherwise."""
-    return True if ci[1] > 0 else False if ci[2] <= 0 else None
+def rises(ci, margin: float | None = None) -> bool | str | None:
+    """X rises: True if the interval is above 0 (SMALL if, with a margin, it is also wholly below it); False
+    if it is wholly below 0, or at or below 0 and wider than the margin; EQUIVALENT if it is inside
+    (-margin, margin) across 0; None (undecided) otherwise."""
+    low, high = ci[1], ci[2]
+    if not (np.isfinite(low) and np.isfinite(high)):
+        return None
+    if low > 0:
+        return SMALL if margin is not None and high < margin else True
+    if high < 0:
+        return False
+    if margin is not None and -margin < low and high < margin:
+        return EQUIVALENT
+    return False if high <= 0 else None
 
 
-def falls(ci) -> bool | None:
-    return True if ci[2] < 0 else False if ci[1] >= 0 else None
+def falls(ci, margin: float | None = None) -> bool | str | None:
+    return rises((-ci[0], -ci[2], -ci[1]), margin)
 
 
-def at_least(ci, level: float) -> bool | None:
-    """True if the whole interval is at or above level, False if the whole of it is below."""
-    return True if ci[1] >= level else False if ci[2] < level else None
+def keeps(ci, margin: float = TOLERANCE) -> bool | None:
+    """No fall of the margin's size: True if the interval's lower end is above -margin, False if all of it
+    is below."""
+    return True if ci[1] >= -margin else False if ci[2] < -margin else None
 
 
-def keeps(ci) -> bool | None:
-    return True if ci[1] >= -TOLERANCE else False if ci[2] < -TOLERANCE else None
+def no_gain(ci, margin: float = TOLERANCE) -> bool | None:
+    """"X gives no benefit": True if the interval's upper end is below the margin, False if it is above 0."""
+    return True if ci[2] < margin else False if ci[1] > 0 else None
 
 
-def within(ci, band) -> bool | None:
-    return True if band[0] <= ci[1] and ci[2] <= band[1] else False if ci[2] < band[0] or ci[1] > band[1] else None
-
-
-def helps(first, second) -> bool | None:
-    """A change that raises one of two measures (Pass@1, Pass@K) and lowers neither: True; False if it raises
-    neither (both intervals wholly at or below 0); else None."""
-    up, down = (rises(first), rises(second)), (falls(first), falls(second))
-    if True in up and True not in down:
-        return True
-    return False if up == (False, False) else None
-
-
-def no_gain(ci) -> bool | None:
-    """"X gives no benefit": True if the interval's upper end is below TOLERANCE, False if it is above 0."""
-    return True if ci[2] < TOLERANCE else False if ci[1] > 0 else None
-
-
-def rises_or_equivalent(ci, margin: float = TOLERANCE) -> bool | str | None:
-    """rises(), except that an interval wholly inside (-margin, margin) is "equivalent": no effect of the
-    margin's size, which is a finding, not a failure to decide."""
-    return "equivalent" if equivalent(ci, margin) else rises(ci)
-
-
-def verdict(*conditions) -> str:
-    """Every condition met: reproduced; one clearly failed: not reproduced; else, one found equivalent (no
-    effect of the margin's size): equivalent; else inconclusive."""
-    if all(c is True for c in conditions):
-        return "reproduced"
-    if any(c is False for c in conditions):
+def verdict(*outcomes) -> str:
+    """A claim's verdict from its conditions' outcomes (VERDICTS says what each word means)."""
+    if any(outcome is False for outcome in outcomes):
         return "not reproduced"
-    return "equivalent" if "equivalent" in conditions else "inconclusive"
+    if any(outcome is None for outcome in outcomes):
+        return "inconclusive"
+    if all(outcome is True for outcome in outcomes):
+        return "reproduced"
+    if all(outcome == EQUIVALENT for outcome in outcomes):
+        return "equivalent"
+    return "small" if EQUIVALENT not in outcomes else "partly reproduced"
+
+
+@dataclasses.dataclass(frozen=True)
+class Condition:
+    """One condition of a claim's rule: `test` (rises, keeps, ...) read off the interval `value`, with a margin
+    where one applies; `effect` is the paper's effect of its kind (the power plan's target; None: the margin)."""
+    name: str
+    test: Callable
+    value: tuple
+    margin: float | None = None
+    effect: float | None = None
+
+    @property
+    def outcome(self) -> bool | str | None:
+        return self.test(self.value) if self.margin is None else self.test(self.value, self.margin)
+
+    def outcomes(self) -> set:
+        """Every outcome the test can give, found by trying it on intervals over a grid around 0, the margin
+        and the test's band or level: what the data could make of this condition, whatever they are."""
+        scale = self.margin if self.margin is not None else 1.0
+        points = np.concatenate([-np.logspace(-3, 3, 61), [0.0], np.logspace(-3, 3, 61)]) * scale
+        found = {Condition(self.name, self.test, (float("nan"),) * 3, self.margin).outcome}
+        for low in points:
+            for high in points[points >= low]:
+                found.add(dataclasses.replace(self, value=((low + high) / 2, low, high)).outcome)
+        return found
+
+
+def reachable(conditions: list[Condition]) -> list[str]:
+    """The verdicts a rule of these conditions can reach, in VERDICTS' order: every combination of outcomes."""
+    found = {verdict(*combination) for combination in itertools.product(*(c.outcomes() for c in conditions))}
+    return [word for word in VERDICTS if word in found]
+
+
+def seeds_share(ci, seeds: int) -> float:
+    """The seeds' share of an interval's variance, read back from its Welch-Satterthwaite degrees of freedom:
+    with many problems, df = V^2 / (V_seeds^2 / (seeds - 1)), so V_seeds / V = sqrt((seeds - 1) / df) (0 for
+    one seed, where df is 0: problems only)."""
+    df = getattr(ci, "df", 0)
+    return min(1.0, ((seeds - 1) / df) ** 0.5) if df > 0 and seeds > 1 else 0.0
+
+
+def seeds_for(ci, target: float, seeds: int, most: int = 200) -> int | None:
+    """The fewest seeds, problems and samples as now, at which the interval's test detects `target` with 80%
+    power (the seeds' part of the variance shrinks as 1 / seeds, the problems' part stays); None if more
+    seeds cannot (the problems' part alone is too large, or more than `most` would be needed)."""
+    variance = getattr(ci, "se", float("nan")) ** 2
+    if not np.isfinite(variance) or not np.isfinite(target):
+        return None
+    if getattr(ci, "detectable", float("inf")) <= target:
+        return seeds
+    over_seeds = variance * seeds_share(ci, seeds)
+    for count in range(max(seeds, 2), most + 1):
+        part = over_seeds * seeds / count
+        total = part + variance - over_seeds
+        df = int(total ** 2 / (part ** 2 / (count - 1))) if part > 0 else 0
+        if (t_quantile(T_975, df, 1.960) + t_quantile(T_80, df, 0.842)) * total ** 0.5 <= target:
+            return count
+    return None
+
+
+def problems_for(ci, target: float, seeds: int) -> float | None:
+    """How many times the problems (or independent samples of them) as now, seeds as now, the interval's test
+    needs to detect `target` with 80% power: the problems' part of the variance shrinks as 1 / problems;
+    None if the seeds' part alone is too large."""
+    variance = getattr(ci, "se", float("nan")) ** 2
+    if not np.isfinite(variance) or not np.isfinite(target):
+        return None
+    over_seeds = variance * seeds_share(ci, seeds)
+    room = (target / (1.960 + 0.842)) ** 2 - over_seeds  # the problems' part allowed (normal quantiles)
+    return max(1.0, (variance - over_seeds) / room) if room > 0 else None
 
 
 def detectable(ci) -> str:

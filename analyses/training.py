@@ -109,6 +109,9 @@ def grpo_at_gain(out: Path, flags: list[str], seeds: list[int], reach: float) ->
 RAW_ALPHA_SCALES = (8, 25, 80, 250)  # raw rewards' alpha: the z-scored one times these (spread ~0.04 against ~1)
 
 
+PATH_POINTS = {"grpo": 4, "es": 3, "grpo-es": 3, "es-grpo": 3}  # trajectory evaluations of each schedule
+
+
 def hyperparameter_arms(out: Path, flags: list[str], seeds: list[int], updates: int, tune_updates: int,
                         scales=RAW_ALPHA_SCALES) -> dict:
     """Claim 6's z-scoring and antithetic parts, at one model size and the ES runs' settings (`flags`): ES with
@@ -127,7 +130,10 @@ def hyperparameter_arms(out: Path, flags: list[str], seeds: list[int], updates: 
                                                                  str(seeds[0]), "--eval-split", "dev"])
         tuning[candidate] = final(summary)["pass@1"]
     raw_alpha = max(tuning, key=tuning.get)
-    arms = {"raw": ["--no-es-zscore", "--es-alpha", raw_alpha], "antithetic": ["--es-antithetic"]}
+    # the raw arm's path has ES's points: claim 6 compares the two at matched Pass@1, as claim 1 does
+    every = str(max(1, math.ceil(updates / PATH_POINTS["es"])))
+    arms = {"raw": ["--no-es-zscore", "--es-alpha", raw_alpha, "--eval-every", every],
+            "antithetic": ["--es-antithetic"]}
     rows = {arm: [final(train_run(out / f"es-{arm}-s{seed}", [*flags, "--algo", "es", *extra, "--steps", str(updates),
                                                                "--seed", str(seed)])) for seed in seeds]
             for arm, extra in arms.items()}

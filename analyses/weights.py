@@ -134,10 +134,10 @@ def sparsity_row(result: dict, kind: str, tau: float, zeroed: float, full: dict,
             "correct": result["correct"]}
 
 
-def sparse_over_seeds(base_name: str, es_models: list[str], null_model: str, args: Args) -> dict:
+def sparse_over_seeds(base_name: str, es_models: list[str], null_models: list[str], args: Args) -> dict:
     """Claim 4 on every ES seed: per-problem correct counts of the base model, each seed's whole update, the
     update with its smallest PAPER_SPARSITY of coordinates zeroed, and RANDOM_MASKS random masks of the same
-    sparsity; the null ES run's whole and sparsified update beside them."""
+    sparsity; each null ES run's whole and sparsified update beside them (one per seed)."""
     model, tokenizer = load(base_name, args)
     _, evaluation, _ = evaluation_sets(args, tokenizer)
     base = named_weights(model)
@@ -154,9 +154,10 @@ def sparse_over_seeds(base_name: str, es_models: list[str], null_model: str, arg
         result["top"].append(correct(kept))
         result["random"].append([correct(sparsify(base, trained, 0.0, keep_at_random=1 - sparsity, seed=mask)[0])
                                  for mask in range(RANDOM_MASKS)])
-    null = weights_of(null_model, args)
-    result["null_full"] = correct(null)
-    result["null_top"] = correct(sparsify(base, null, zeroing_threshold(base, null, PAPER_SPARSITY))[0])
+    result["null_full"], result["null_top"] = [], []
+    for null in [weights_of(name, args) for name in null_models]:
+        result["null_full"].append(correct(null))
+        result["null_top"].append(correct(sparsify(base, null, zeroing_threshold(base, null, PAPER_SPARSITY))[0]))
     return result
 
 

@@ -151,3 +151,17 @@ def test_the_bench_starts_its_children_as_modules():
     assert measured["rss_mb"] > 0 and measured["rows"] > 0
     with pytest.raises(RuntimeError, match="child nope tiny exited 1: --child: no configuration nope tiny"):
         bench.in_child("nope", "tiny")
+
+
+def test_the_readmes_verdict_table_says_only_what_report_md_shows():
+    """Each row of the README's verdict table: its verdict is REPORT.md's for that claim, and every number it
+    quotes appears in REPORT.md (so a report made again cannot leave the README behind)."""
+    readme, report = (ROOT / "README.md").read_text(), (ROOT / "report" / "REPORT.md").read_text()
+    table = readme[readme.index("| claim of the paper | verdict here |"):].split("\n\n")[0].splitlines()[2:]
+    claims = report[report.index("## Claims"):].split("\n\n")[1].splitlines()[2:]
+    assert len(table) == len(claims) == 6
+    for row, claim in zip(table, claims):
+        verdict, line = row.split(" | ")[1:3]
+        assert f"**{verdict}**" in claim, row[:60]
+        for number in re.findall(r"[+-]?\d+\.\d+", line):
+            assert number in report, f"{number} (README: {row[:40]}...) is not in REPORT.md"

@@ -118,7 +118,7 @@ def test_quick_reproduction_report_end_to_end(tmp_path):
     assert json.loads((tmp_path / "runs" / "es-s0" / "config.json").read_text())["data"].endswith("train.jsonl")
     report = (tmp_path / "REPORT.md").read_text()
     claims = json.loads((tmp_path / "report.json").read_text())["claims"]
-    verdicts = ("reproduced", "not reproduced", "inconclusive", "equivalent")
+    verdicts = (*statistics.VERDICTS, "not measured")
     assert len(claims) == 6 and all(verdict in verdicts for _, verdict, _ in claims)
     assert all("[" in numbers for _, _, numbers in claims)  # every verdict shows its intervals
     for run in ("grpo-s0", "es-s0", "grpo-es-s0", "es-null-s0", "sweep-N2"):
@@ -143,85 +143,117 @@ def test_quick_reproduction_report_end_to_end(tmp_path):
 # ----------------------------------------------------------------------------- verdicts on hand-made numbers
 
 UP, DOWN, KEPT, UNSURE = (0.05, 0.03, 0.07), (-0.10, -0.13, -0.07), (0.0, -0.003, 0.003), (0.0, -0.05, 0.05)
+INSIDE, BELOW = (0.001, -0.002, 0.003), (0.002, 0.001, 0.003)  # inside the Pass@K margin: across 0, above 0
+FORGOT = (-0.2, -0.25, -0.15)  # a fall of more than a tenth of the held-out level (catastrophic_margin)
 
 
 def evidence(**changes):
-    """Numbers under which claims 1-5 all reproduce; `changes` break one condition at a time."""
+    """Numbers under which every claim reproduces; `changes` break one condition at a time."""
     return {"k": 32, "es_pass1_gain": UP, "es_passk_change": KEPT, "grpo_entropy_change": DOWN,
             "grpo_entropy_relative_change": (-0.8, -0.9, -0.7), "entropy_es_minus_grpo_at_es_pass1": UP,
-            "grpo_entropy_relative_change_at_es_pass1": (-0.5, -0.6, -0.4), "grpo_updates": 200,
-            "grpo_passk_change": DOWN, "passk_es_minus_grpo_at_es_pass1": UP, "diversity_ratio": (1.1, 0.8, 1.5),
-            "population_gain_vs_centre": UP, "diversity_js_gain": UP, "diversity_mean_policy_gain": KEPT,
+            "entropy_margin": 0.02, "grpo_entropy_relative_change_at_es_pass1": (-0.5, -0.6, -0.4),
+            "grpo_updates": 200, "grpo_passk_change": DOWN, "passk_es_minus_grpo_at_es_pass1": UP,
+            "diversity_ratio": (1.1, 0.8, 1.5), "population_gain_vs_centre": UP, "diversity_js_gain": UP,
+            "diversity_js_gain_counts": UP, "es_passk_advantage": UP, "diversity_mean_policy_gain": KEPT,
             "grpo_es_pass1_minus_grpo": KEPT, "grpo_es_passk_minus_es": KEPT,
             "grpo_es_passk_minus_grpo_at_pass1": UP, "drift_ratio": (40.0, 30.0, 50.0), "sparsity": 0.78,
             "sparse_pass1_change": KEPT, "sparse_minus_random": UP, "sparse_gain_kept": (0.9, 0.8, 1.0),
-            "gaussian_kept": 0.68, "sparse_minus_gaussian": (0.22, 0.12, 0.32), "null_gain_kept": (0.3, 0.0, 0.6),
-            "sparse_minus_null_kept": (0.6, 0.3, 0.9),
+            "gaussian_kept": 0.68, "sparse_excess": UP, "null_gain_kept": (0.3, 0.0, 0.6), "null_sparse_excess": KEPT,
+            "sparse_excess_minus_null": UP,
             "null_pass1_change": KEPT, "null_sparse_pass1_change": KEPT, "null_drift_share": 1.0,
-            "es_module_kinds_match": True, "grpo_module_kinds_match": True,
+            "es_module_kinds_match": True, "grpo_module_kinds_match": True, "catastrophic_margin": 0.09,
             "es_heldout_change": KEPT, "grpo_heldout_change": DOWN, "noise_heldout_change": KEPT,
             "es_minus_grpo_heldout": UP, "es_minus_noise_heldout": KEPT,
             "sweep_pass1_small_minus_large": UNSURE} | changes
+
+
+ZSCORE = {"zscore_pass1_gain": DOWN, "zscore_passk_gain": UP, "zscore_passk_at_matched_pass1": UP,
+          "antithetic_pass1_gain": KEPT, "raw_alpha": 5e-3}  # claim 6's runs: reproduced
 
 
 @pytest.mark.parametrize("claim, changes, expected", [
     (1, {}, "reproduced"),
     (1, {"es_passk_change": DOWN}, "not reproduced"),  # ES loses coverage
     (1, {"es_pass1_gain": UNSURE}, "inconclusive"),  # ES's gain could be chance
+    (1, {"es_pass1_gain": BELOW}, "small"),  # a real gain, smaller than the margin
     # entropy at matched Pass@1 decides, not GRPO's fall at its end, which follows the budget and the rate
-    (1, {"entropy_es_minus_grpo_at_es_pass1": (-0.01, -0.02, -0.005)}, "not reproduced"),
-    (1, {"entropy_es_minus_grpo_at_es_pass1": (0.0003, -0.0058, 0.0063)}, "inconclusive"),  # the report's
+    (1, {"entropy_es_minus_grpo_at_es_pass1": (-0.03, -0.04, -0.025)}, "not reproduced"),
+    (1, {"entropy_es_minus_grpo_at_es_pass1": (0.0003, -0.0058, 0.0063)}, "partly reproduced"),  # inside 0.02 nats
+    (1, {"entropy_es_minus_grpo_at_es_pass1": (0.0003, -0.03, 0.03)}, "inconclusive"),  # wider than the margin
     (1, {"grpo_entropy_relative_change": (-0.05, -0.06, -0.04)}, "reproduced"),
     (1, {"passk_es_minus_grpo_at_es_pass1": DOWN}, "not reproduced"),  # at equal Pass@1, GRPO keeps more
     (1, {"passk_es_minus_grpo_at_es_pass1": (float("nan"),) * 3}, "inconclusive"),  # GRPO's path never got there
-    (1, {"passk_es_minus_grpo_at_es_pass1": (0.003, -0.007, 0.012)}, "inconclusive"),  # the report's: too wide
-    (1, {"passk_es_minus_grpo_at_es_pass1": (0.001, -0.002, 0.003)}, "equivalent"),  # inside half the paper's effect
+    (1, {"passk_es_minus_grpo_at_es_pass1": (0.003, -0.007, 0.012)}, "inconclusive"),  # too wide
+    (1, {"passk_es_minus_grpo_at_es_pass1": INSIDE}, "partly reproduced"),  # no trade-off of the margin's size
     (2, {}, "reproduced"),
-    (2, {"diversity_ratio": (0.037, 0.02, 0.06)}, "not reproduced"),  # predicted 0.004 for a measured 0.109
-    (2, {"diversity_ratio": (1.5, 0.9, 3.0)}, "inconclusive"),
-    (2, {"diversity_js_gain": (-0.01, -0.02, 0.0)}, "not reproduced"),  # no coverage beyond the mean policy
-    (2, {"population_gain_vs_centre": (0.04, 0.02, 0.06), "diversity_js_gain": UNSURE},
+    (2, {"diversity_ratio": (0.037, 0.02, 0.06)}, "reproduced"),  # the formula's approximation: shown
+    (2, {"diversity_js_gain_counts": (-0.01, -0.02, -0.001)}, "not reproduced"),  # no coverage beyond the mean
+    (2, {"es_passk_advantage": DOWN}, "not reproduced"),  # no higher Pass@K for diversity to explain
+    (2, {"diversity_js_gain_counts": BELOW}, "small"),  # there, but smaller than the margin
+    (2, {"diversity_js_gain_counts": INSIDE, "es_passk_advantage": INSIDE}, "equivalent"),
+    (2, {"population_gain_vs_centre": (0.04, 0.02, 0.06), "diversity_js_gain_counts": UNSURE},
      "inconclusive"),  # the gain over the centre is the mean policy's, not diversity's
     (3, {}, "reproduced"),
     (3, {"grpo_es_passk_minus_grpo_at_pass1": DOWN}, "not reproduced"),  # below GRPO's path
     (3, {"grpo_es_passk_minus_grpo_at_pass1": UNSURE}, "inconclusive"),
+    (3, {"grpo_es_passk_minus_grpo_at_pass1": INSIDE}, "equivalent"),
+    (3, {"grpo_es_passk_minus_grpo_at_pass1": BELOW}, "small"),
     (3, {"grpo_es_passk_minus_es": (-0.096, -0.12, -0.07)}, "reproduced"),  # shown: ES alone has more coverage
     (4, {}, "reproduced"),
     # the drift ratio is shown, not scored: a null ES run, with no signal, drifts as far as ES
     (4, {"drift_ratio": (5.0, 4.0, 6.0)}, "reproduced"),
     (4, {"drift_ratio_matched_pass1": (5.0, 4.0, 6.0), "matched_grpo_updates": 78, "matched_grpo_pass1_gain": UP},
      "reproduced"),
-    (4, {"sparse_minus_gaussian": (-0.38, -0.58, -0.23)}, "not reproduced"),  # below what noise geometry keeps
-    (4, {"sparse_minus_gaussian": (0.08, -0.06, 0.21)}, "inconclusive"),  # the report's: as Gaussian geometry
-    (4, {"sparse_minus_null_kept": (-0.01, -0.3, 0.3)}, "inconclusive"),  # the null run's effect is kept alike
-    (4, {"sparse_minus_random": UNSURE}, "inconclusive"),  # a random mask keeps as much
+    (4, {"sparse_excess": DOWN}, "not reproduced"),  # keeps less than Gaussian geometry keeps of any signal
+    (4, {"sparse_excess": (0.0014, -0.0022, 0.0050)}, "inconclusive"),  # about what Gaussian geometry keeps
+    (4, {"sparse_excess": INSIDE}, "partly reproduced"),  # inside the margin
+    (4, {"sparse_excess_minus_null": DOWN}, "not reproduced"),  # the null runs' updates sparsify better
+    (4, {"sparse_excess": INSIDE, "sparse_excess_minus_null": INSIDE, "sparse_minus_random": INSIDE},
+     "equivalent"),  # the large coordinates hold no more than any others
+    (4, {"sparse_minus_random": UNSURE}, "inconclusive"),  # a random mask could keep as much
     (5, {}, "reproduced"),
-    (5, {"es_heldout_change": DOWN}, "not reproduced"),
-    (5, {"es_minus_noise_heldout": DOWN}, "not reproduced"),  # forgets beyond what noise of its size does
-    (5, {"es_minus_noise_heldout": UNSURE}, "inconclusive"),
+    (5, {"es_heldout_change": (-0.010, -0.023, 0.004)}, "reproduced"),  # a fall, if any, far from catastrophic
+    (5, {"es_heldout_change": FORGOT}, "not reproduced"),
+    (5, {"es_minus_noise_heldout": FORGOT}, "not reproduced"),  # forgets beyond what noise of its size does
+    (5, {"es_minus_noise_heldout": (0.0, -0.15, 0.15)}, "inconclusive"),
     (5, {"es_minus_grpo_heldout": DOWN}, "reproduced"),  # GRPO is shown, not scored
     (6, {}, "not measured"),  # the z-scoring and antithetic runs not trained
-    (6, {"zscore_pass1_gain": UP, "zscore_passk_gain": KEPT, "antithetic_pass1_gain": KEPT}, "reproduced"),
-    (6, {"zscore_pass1_gain": DOWN, "zscore_passk_gain": DOWN, "antithetic_pass1_gain": KEPT},
-     "not reproduced"),  # raw rewards did better
-    (6, {"antithetic_pass1_gain": UP, "zscore_pass1_gain": UP, "zscore_passk_gain": KEPT},
-     "not reproduced"),  # mirrored sampling helped
-    (6, {"zscore_pass1_gain": UNSURE, "zscore_passk_gain": UNSURE, "antithetic_pass1_gain": KEPT},
-     "inconclusive"),
-    # z-scoring that wins on Pass@K only still helps; population against model size is out of scope here
-    # (one run per cell, models far below the paper's sizes): shown, never deciding
-    (6, {"zscore_pass1_gain": UNSURE, "zscore_passk_gain": UP, "antithetic_pass1_gain": KEPT,
-         "size_population_interaction": UP}, "reproduced"),
-    (6, {"size_population_interaction": DOWN, "zscore_pass1_gain": UP, "zscore_passk_gain": KEPT,
-         "antithetic_pass1_gain": KEPT}, "reproduced"),
+    (6, ZSCORE, "reproduced"),  # at matched Pass@1 z-scoring keeps more Pass@K, whatever its Pass@1 at the end
+    (6, ZSCORE | {"zscore_passk_at_matched_pass1": DOWN}, "not reproduced"),  # raw rewards did better
+    (6, ZSCORE | {"antithetic_pass1_gain": UP}, "not reproduced"),  # mirrored sampling helped
+    (6, ZSCORE | {"zscore_passk_at_matched_pass1": UNSURE}, "inconclusive"),
+    (6, ZSCORE | {"zscore_passk_at_matched_pass1": INSIDE}, "partly reproduced"),
+    # population against model size is out of scope here (one run per cell, models far below the paper's
+    # sizes): shown, never deciding
+    (6, ZSCORE | {"size_population_interaction": DOWN}, "reproduced"),
 ])
 def test_each_verdict_comes_out_each_way_on_hand_made_numbers(claim, changes, expected):
-    judged = claim_rules.RULES[claim - 1](evidence(**changes, **({"raw_alpha": 5e-3} if claim == 6 and changes
-                                                                  else {})))
+    judged = claim_rules.RULES[claim - 1](evidence(**changes))
     assert judged.number == claim and judged.verdict == expected
     if changes:  # the changed number is shown, with its interval, in the evidence text
-        ci = next(iter(changes.values()))
+        ci = [value for value in changes.values() if isinstance(value, tuple)][-1]
         assert any(statistics.shown(ci, digits) in judged.numbers for digits in (1, 2, 3, 4))
+
+
+def test_every_claims_rule_can_come_out_not_reproduced_and_says_what_it_can_reach():
+    """A rule that cannot fail is no test: each claim's rule reaches "not reproduced" on some data (tried on a
+    grid of intervals by statistics.reachable), and the verdicts of the parametrized cases above are among
+    those it says it can reach."""
+    judged = [rule(evidence(**ZSCORE)) for rule in claim_rules.RULES]
+    for claim in judged:
+        reach = statistics.reachable(list(claim.conditions))
+        assert {"reproduced", "not reproduced", "inconclusive"} <= set(reach), claim.number
+    assert "equivalent" not in statistics.reachable(list(judged[4].conditions))  # claim 5 is itself a bound
+    assert "equivalent" in statistics.reachable(list(judged[3].conditions))  # claims 2-4 can be
+    assert statistics.verdict(True, statistics.SMALL) == "small"
+    assert statistics.verdict(statistics.EQUIVALENT, True) == "partly reproduced"
+    assert statistics.verdict(statistics.EQUIVALENT, None) == "inconclusive"
+    # rises with a margin: above 0 but wholly below it is small; across 0 inside it equivalent; below 0 fails
+    margin = 0.01
+    assert [statistics.rises(ci, margin) for ci in ((0.02, 0.015, 0.03), (0.005, 0.001, 0.009),
+                                                    (0.0, -0.005, 0.005), (-0.004, -0.008, -0.001),
+                                                    (0.0, -0.02, 0.02))] == [True, "small", "equivalent", False,
+                                                                             None]
 
 
 def test_paired_bootstrap_pairs_problems_resamples_seeds_and_covers_the_mean():
@@ -350,7 +382,8 @@ def test_an_interval_says_what_it_rests_on_and_what_it_could_detect():
     centre = data["a"].mean()
     undefined = statistics.interval(lambda m: np.where(m["a"] >= centre, m["a"], np.nan), data)
     assert 0.2 < undefined.dropped < 0.8  # draws where the statistic has no value are counted, not hidden
-    assert statistics.equivalent((0.0, -0.01, 0.01), 0.02) and not statistics.equivalent((0.0, -0.03, 0.01), 0.02)
+    assert statistics.rises((0.0, -0.01, 0.01), 0.02) == "equivalent"
+    assert statistics.rises((0.0, -0.03, 0.01), 0.02) is None
     one = statistics.interval(lambda m: m["a"], {"a": data["a"][:1]})  # one seed: problems only
     assert one.df >= 90 and np.isfinite(one.se)
     assert "of draws undefined" in statistics.shown(undefined) and "undefined" not in statistics.shown(ci)
@@ -450,7 +483,8 @@ def test_the_package_imports_run_one_way():
     root = Path(__file__).resolve().parents[1]
     layers = [["statistics"], ["evaluation"],
               ["weights", "diversity", "forgetting", "paths", "training", "verifier_cases"],
-              ["reproduction.reuse"], ["reproduction.plan"], ["reproduction.evidence"], ["reproduction.claims"],
+              ["reproduction.reuse"], ["reproduction.plan"], ["reproduction.evidence"], ["reproduction.matching"],
+              ["reproduction.claims"],
               ["figures"], ["reproduction.report"]]
     rank = {f"analyses.{name}": i for i, names in enumerate(layers) for name in names}
     modules = {f"analyses.{'.'.join(path.relative_to(root / 'analyses').with_suffix('').parts)}": path
@@ -497,12 +531,46 @@ def test_the_bias_corrected_js_succ_is_near_zero_for_identical_members_and_near_
     assert abs(apart["js_succ"].mean() - truth) < 0.005 < apart["js_succ_plugin"].mean() - truth
 
 
+@pytest.mark.parametrize("family", ["logit-normal", "beta mixture"])
+def test_claim2s_js_part_from_the_counts_is_unbiased_on_populations_of_other_families(family):
+    """Claim 2 reads the JS part from the counts: the population's Pass@N, 1 - prod_i (1 - c_i / S), minus
+    one policy of the members' mean success, 1 - mean_policy_fails. Simulated populations sized as the report's
+    (32 members, 32 samples, 100 problems) whose members' rates come from families other than the rate model's
+    (logit-normal; a mixture of two betas, half the members at 0.5x and half at 1.5x the problem's rate) at the
+    spread member_rate_model fitted to the report's sigma = 1e-2 counts (a 0.82, b 1.87, kappa 16.5): over 150
+    populations the estimate misses the true JS part by less than 3 standard errors of its mean. The control,
+    Pass@N of the pooled samples for the mean policy, falls short of it (a member drawn twice too often)."""
+    rng, members, samples, problems, kappa = np.random.default_rng(2), 32, 32, 100, 16.5
+    misses = {"counts": [], "pooled": []}
+    for _ in range(150):
+        mu = rng.beta(0.82, 1.87, problems)
+        if family == "logit-normal":  # about the beta's spread around mu: sd of p ~ mu (1 - mu) x tau
+            spread = 1 / np.sqrt(mu * (1 - mu) * (kappa + 1))
+            logits = np.log(mu / (1 - mu)) + spread * rng.standard_normal((members, problems))
+            rates = 1 / (1 + np.exp(-logits))
+        else:
+            centre = np.where(rng.random((members, problems)) < 0.5, 0.5 * mu, np.minimum(1.5 * mu, 0.999))
+            rates = rng.beta(kappa * centre, kappa * (1 - centre))
+        counts = rng.binomial(samples, rates)  # (N, P)
+        truth = ((1 - rates.mean(0)) ** members - np.prod(1 - rates, 0)).mean()
+        population = 1 - np.prod(1 - counts / samples, 0)
+        misses["counts"].append((population - 1 + diversity.mean_policy_fails(counts, samples)).mean() - truth)
+        pooled = statistics.per_problem(counts.sum(0), members * samples, members)
+        misses["pooled"].append((population - pooled).mean() - truth)
+    bias = {name: (np.mean(m), np.std(m, ddof=1) / np.sqrt(len(m))) for name, m in misses.items()}
+    print(family, {name: f"{b:+.6f} (se {se:.6f})" for name, (b, se) in bias.items()})
+    assert abs(bias["counts"][0]) < 3 * bias["counts"][1]
+    low = np.subtract(misses["pooled"], misses["counts"])  # the same populations: the control's bias, paired
+    assert low.mean() < -3 * low.std(ddof=1) / np.sqrt(len(low))
+
+
 def test_claim2s_ratio_is_estimated_without_bias_where_counts_are_zero():
-    """Simulated ES populations where the truth is known, sized as the report's (32 members, 32 samples each,
-    100 problems), their success rates drawn as member_rate_model fitted them to the report's counts (a 0.64,
-    b 1.17, kappa 133: a tenth of the counts are 0): over 20 populations, the predicted / measured ratio of
-    diversity_statistics misses the true ratio by less than 2 standard errors of its mean. The control, the
-    plug-in (JS_succ from c/S, a zero count read as 0), misses it by many."""
+    """The rate model's own family (a check of the code, not of the model on other families: the test above
+    is claim 2's): simulated ES populations where the truth is known, sized as the report's (32 members, 32
+    samples each, 100 problems), their success rates drawn as member_rate_model fitted them to the report's
+    sigma = 3e-3 counts (a 0.64, b 1.17, kappa 133: a tenth of the counts are 0): over 20 populations, the
+    predicted / measured ratio of diversity_statistics misses the true ratio by less than 2 standard errors of
+    its mean. The control, the plug-in (JS_succ from c/S, a zero count read as 0), misses it by many."""
     rng, members, samples, problems = np.random.default_rng(1), 32, 32, 100
     h = lambda q: es_grpo.binary_entropy(torch.as_tensor(q)).numpy()  # noqa: E731
     ratio = lambda js, p_bar, gain: float((members * p_bar * (1 - p_bar) ** (members - 1) * js).sum() / gain.sum())
@@ -571,5 +639,15 @@ def test_each_parts_runs_are_timed_from_their_own_files(tmp_path):
     assert gathered.runs_wall_minutes(tmp_path, record) == measured and record.exists()
     for summary in tmp_path.glob("**/summary.json"):  # a clone: every file written at once
         os.utime(summary, (summary.parent.joinpath("config.json").stat().st_mtime,) * 2)
-    assert gathered.runs_wall_minutes(tmp_path, record) == measured  # the saved table, of the same runs
+    assert gathered.runs_wall_minutes(tmp_path, record) == measured  # each run's saved minutes
     assert gathered.runs_wall_minutes(tmp_path)["claims: the schedule runs"]["minutes"] == "0.0"
+    new = tmp_path / "es-null-s1"  # a run trained since, its file times there: its own minutes join the saved
+    new.mkdir()
+    for stem, at in (("config", 1000), ("summary", 1000 + 60 * 3)):
+        (new / f"{stem}.json").write_text("{}")
+        os.utime(new / f"{stem}.json", (at, at))
+    assert gathered.runs_wall_minutes(tmp_path, record)["claims: the null and matched runs"] == {"runs": 2,
+                                                                                                 "minutes": "5.0"}
+    record.write_text(json.dumps({"runs": ["grpo-s0", "es-s1"], "table": {  # the first record: part totals
+        "claims: the schedule runs": {"runs": 2, "minutes": "7.0"}}}))
+    assert gathered.runs_wall_minutes(tmp_path, record)["claims: the schedule runs"]["minutes"] == "7.0"

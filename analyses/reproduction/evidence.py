@@ -42,7 +42,7 @@ class Evidence:
     drift_ratio: Interval  # ES's total drift over GRPO's, over seeds
     module_kinds: dict  # claim 4: every seed's drift per module kind, {"es": [...], "grpo": [...]}
     sparsity: dict
-    sparse_seeds: dict  # claim 4 on every ES seed: sparse_over_seeds
+    sparse_seeds: dict  # claim 4 on every ES and null seed: sparse_over_seeds
     forgetting: dict
     diversity: dict  # a row per sigma
     matched: dict  # GRPO trained to ES's Pass@1 gain: grpo_at_gain
@@ -78,25 +78,32 @@ def gather(plan: Plan, clock: Stopwatch) -> Evidence:
 def runs_wall_minutes(runs: Path, record: Path | None = None) -> dict[str, dict]:
     """Per part, its finished runs under OUT/runs and their wall time, whenever and however each was trained
     (a run folder's config.json is written at its start, summary.json at its end; a resumed run counts its
-    pause too). A clone keeps no file times (each summary within 0.1 s of its config): then the table that
-    `record` saved when the times were there is read, if it is of the same runs; when they are, it is saved."""
-    totals, names, lost = {}, [], 0
-    for summary in sorted([*runs.glob("*/summary.json"), *runs.glob("*/*/summary.json")]):
-        names.append(str(summary.parent.relative_to(runs)))
-        part = next((part for part, prefixes in RUN_PARTS.items() if names[-1].startswith(prefixes)), "other")
-        seconds = summary.stat().st_mtime - (summary.parent / "config.json").stat().st_mtime
-        lost += seconds < 0.1
-        row = totals.setdefault(part, {"runs": 0, "minutes": 0.0})
-        row["runs"] += 1
-        row["minutes"] += seconds / 60
-    table = {part: {"runs": row["runs"], "minutes": f"{row['minutes']:.1f}"} for part, row in totals.items()}
+    pause too). A clone keeps no file times (each summary within 0.1 s of its config): such a run's minutes are
+    read from `record`, which keeps every run's minutes measured while its file times were there (a record of
+    part totals only, as first kept: each run its part's mean); the record is saved with them."""
     saved = json.loads(record.read_text()) if record is not None and record.exists() else {}
-    if lost and saved.get("runs") == names:
-        return saved["table"]
-    if record is not None and not lost:
+    known = dict(saved.get("minutes", {}))
+    for part, row in saved.get("table", {}).items():  # the first record: part totals over its runs
+        for name in saved.get("runs", []):
+            if run_part(name) == part:
+                known.setdefault(name, float(row["minutes"]) / row["runs"])
+    totals = {}
+    for summary in sorted([*runs.glob("*/summary.json"), *runs.glob("*/*/summary.json")]):
+        name = str(summary.parent.relative_to(runs))
+        seconds = summary.stat().st_mtime - (summary.parent / "config.json").stat().st_mtime
+        known[name] = seconds / 60 if seconds >= 0.1 or name not in known else known[name]
+        row = totals.setdefault(run_part(name), {"runs": 0, "minutes": 0.0})
+        row["runs"] += 1
+        row["minutes"] += known[name]
+    if record is not None:
         record.parent.mkdir(parents=True, exist_ok=True)
-        record.write_text(json.dumps({"runs": names, "table": table}, indent=1))
-    return table
+        record.write_text(json.dumps({"minutes": {name: round(m, 3) for name, m in sorted(known.items())},
+                                      "measured": saved.get("measured", "from the runs' file times")}, indent=1))
+    return {part: {"runs": row["runs"], "minutes": f"{row['minutes']:.1f}"} for part, row in totals.items()}
+
+
+def run_part(name: str) -> str:
+    return next((part for part, prefixes in RUN_PARTS.items() if name.startswith(prefixes)), "other")
 
 
 def frontier_seeds(plan: Plan) -> dict[str, list[int]]:
@@ -109,7 +116,8 @@ def frontier_seeds(plan: Plan) -> dict[str, list[int]]:
 def weight_analyses(plan: Plan, store: Store, matched_models: list[str]) -> dict:
     """Claim 4's: every trained model's drift per module kind (one reused record), the ES/GRPO drift ratios
     over seeds, seed 0's update sparsified, and every seed's update at the paper's sparsity."""
-    es, grpo, null, base = plan.models("es"), plan.models("grpo"), plan.null_model, plan.base_model
+    es, grpo, nulls, base = plan.models("es"), plan.models("grpo"), plan.null_models, plan.base_model
+    null = nulls[0]  # drift and the sparsity sweep: seed 0's; claim 4's comparison: every seed's
     models = [*es, *grpo, null, *matched_models]
     drift_of = dict(zip(models, store.get("drift", [base, *models], drifts, base, models, plan.analysis_args)))
     masks = SparsityMasks([0.5, PAPER_SPARSITY] if plan.quick else [0.5, PAPER_SPARSITY, 0.95], null=null)
@@ -120,7 +128,7 @@ def weight_analyses(plan: Plan, store: Store, matched_models: list[str]) -> dict
             "module_kinds": {"es": [drift_of[m] for m in es], "grpo": [drift_of[m] for m in grpo]},
             "sparsity": store.get("sparsity", [base, es[0], null], sparsity_analysis, base, es[0], masks,
                                   sparse_args),
-            "sparse_seeds": store.get("sparsity-seeds", [base, *es, null], sparse_over_seeds, base, es, null,
+            "sparse_seeds": store.get("sparsity-seeds", [base, *es, *nulls], sparse_over_seeds, base, es, nulls,
                                       sparse_args)}
 
 
@@ -160,6 +168,7 @@ def extra_parts(plan: Plan, store: Store, clock: Stopwatch) -> dict:
         with clock("claim6"):
             found["arms"] = hyperparameter_arms(plan.runs, plan.flags, plan.seeds, es_updates,
                                                 max(1, es_updates // 3), (8, 80) if plan.quick else RAW_ALPHA_SCALES)
+            found["arms"]["raw_run"] = load_runs(plan.runs, {"es-raw": plan.seeds}, plan.k)["es-raw"]  # its path
     pretrain_flags = ["--steps", "2", "--batch", "8"] if plan.quick else []
     if "sizes" in plan.parts or (plan.out / "models" / "larger" / "pretrain.json").exists():
         populations, sequences = ([2, 4], 64) if plan.quick else ([8, 16, 32], 32 * 64 * 25)

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import es_grpo
 from analyses.evaluation import evaluation_args
-from analyses.training import train_run
+from analyses.training import PATH_POINTS, train_run
 from es_grpo import log
 from scale.config import Args, parse_args
 
@@ -65,8 +65,8 @@ class Plan:
         return [str(self.runs / f"{algo}-s{seed}" / f"stage1-{algo}") for seed in self.seeds]
 
     @property
-    def null_model(self) -> str:  # the null ES run's (rewards shuffled across members)
-        return str(self.runs / f"es-null-s{self.seeds[0]}" / "stage1-es")
+    def null_models(self) -> list[str]:  # each seed's null ES run's (rewards shuffled across members)
+        return [str(self.runs / f"es-null-s{seed}" / "stage1-es") for seed in self.seeds]
 
     @property
     def analysis_args(self) -> Args:  # the runs' evaluation settings, at most 64 samples
@@ -123,7 +123,6 @@ class Stopwatch:
             self.minutes[part] = self.minutes.get(part, 0.0) + (time.time() - tick) / 60
 
 
-PATH_POINTS = {"grpo": 4, "es": 3, "grpo-es": 3, "es-grpo": 3}  # trajectory evaluations of each schedule
 # Claim 1's frontier (tiny preset): GRPO at more learning rates, spanning 1e-6 to 5e-5 with the calibrated 3e-6,
 # each with updates enough for its path to pass ES's Pass@1 (on dev, 1e-5 gained 0.047 Pass@1 by update 80 and
 # 5e-5 0.10 by 100: report/NOTES.md) and FRONTIER_POINTS trajectory points; ES at twice the calibrated alpha
@@ -159,13 +158,15 @@ def schedule_runs(plan: Plan):
 
 
 def train_schedules(plan: Plan):
-    """Every schedule's runs, and the null ES run (rewards shuffled across members), claim 4's control."""
+    """Every schedule's runs, and a null ES run (rewards shuffled across members) per seed, claim 4's control
+    (its null comparison is a difference over seeds, as its ES comparison is)."""
     for folder, run_argv in schedule_runs(plan):
         log(f"reproduce: {folder.name}, {run_argv[run_argv.index('--steps') + 1]} updates")
         train_run(folder, run_argv)
     for _, folder, run_argv in frontier_runs(plan):
         log(f"reproduce: {folder.name}, claim 1's frontier")
         train_run(folder, run_argv)
-    log(f"reproduce: the null ES run (rewards shuffled across members), seed {plan.seeds[0]}")
-    train_run(Path(plan.null_model).parent, [*plan.flags, "--algo", "es", "--steps", str(plan.updates["es"]),
-                                             "--seed", str(plan.seeds[0]), "--es-null"])
+    for seed, model in zip(plan.seeds, plan.null_models):
+        log(f"reproduce: the null ES run (rewards shuffled across members), seed {seed}")
+        train_run(Path(model).parent, [*plan.flags, "--algo", "es", "--steps", str(plan.updates["es"]), "--seed",
+                                       str(seed), "--es-null"])
