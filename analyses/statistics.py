@@ -178,8 +178,8 @@ class Condition:
         return self.test(self.value) if self.margin is None else self.test(self.value, self.margin)
 
     def outcomes(self) -> set:
-        """Every outcome the test can give, found by trying it on intervals over a grid around 0, the margin
-        and the test's band or level: what the data could make of this condition, whatever they are."""
+        """Every outcome the test can give, found by trying it on intervals over a grid around 0 and the margin
+        (and on an undefined one): what the data could make of this condition, whatever they are."""
         scale = self.margin if self.margin is not None else 1.0
         points = np.concatenate([-np.logspace(-3, 3, 61), [0.0], np.logspace(-3, 3, 61)]) * scale
         found = {Condition(self.name, self.test, (float("nan"),) * 3, self.margin).outcome}
@@ -230,7 +230,7 @@ def problems_for(ci, target: float, seeds: int) -> float | None:
     if not np.isfinite(variance) or not np.isfinite(target):
         return None
     over_seeds = variance * seeds_share(ci, seeds)
-    room = (target / (1.960 + 0.842)) ** 2 - over_seeds  # the problems' part allowed (normal quantiles)
+    room = (target * ci.se / ci.detectable) ** 2 - over_seeds  # the problems' part allowed (its t)
     return max(1.0, (variance - over_seeds) / room) if room > 0 else None
 
 

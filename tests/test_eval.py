@@ -395,6 +395,25 @@ def test_an_interval_says_what_it_rests_on_and_what_it_could_detect():
     assert np.allclose(again, direct) and again.detectable == pytest.approx(direct.detectable)
 
 
+def test_the_power_plan_reads_the_seeds_share_back_from_an_interval():
+    """seeds_share (from the Welch-Satterthwaite degrees of freedom) against the seeds' part measured directly
+    (the same interval over the seeds' per-problem means: its jackknife alone), on crossed designs whose seed
+    spread is small, middling and large; seeds_for and problems_for answer what a target needs."""
+    rng, seeds = np.random.default_rng(3), 5
+    difference = lambda m: m["a"] - m["b"]  # noqa: E731
+    for seed_sd in (0.005, 0.02, 0.05):
+        a = 0.5 + rng.normal(0, seed_sd, (seeds, 1)) + rng.normal(0, 0.2, (seeds, 500))
+        b = 0.5 + rng.normal(0, 0.2, (seeds, 500))
+        ci = statistics.interval(difference, {"a": a, "b": b})
+        direct = statistics.interval(difference, {"a": a.mean(1, keepdims=True), "b": b.mean(1, keepdims=True)})
+        assert statistics.seeds_share(ci, seeds) == pytest.approx(direct.se ** 2 / ci.se ** 2, abs=0.1)
+        assert statistics.seeds_for(ci, ci.detectable, seeds) == seeds  # detectable now: no more seeds
+        wide, narrow = (statistics.seeds_for(ci, ci.detectable * f, seeds) for f in (0.8, 0.6))
+        assert wide is not None and (narrow is None or narrow >= wide > seeds)
+        more = statistics.problems_for(ci, ci.detectable * 0.9, seeds)
+        assert more is None or more > 1.0
+
+
 def measured(base: str, model: str, samples: int) -> dict:
     """A stand-in analysis whose numbers depend on its arguments (tests of reuse)."""
     measured_calls.append((base, model, samples))
