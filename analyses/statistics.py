@@ -182,7 +182,7 @@ class Condition:
         (and on an undefined one): what the data could make of this condition, whatever they are."""
         scale = self.margin if self.margin is not None else 1.0
         points = np.concatenate([-np.logspace(-3, 3, 61), [0.0], np.logspace(-3, 3, 61)]) * scale
-        found = {Condition(self.name, self.test, (float("nan"),) * 3, self.margin).outcome}
+        found = {dataclasses.replace(self, value=(float("nan"),) * 3).outcome}
         for low in points:
             for high in points[points >= low]:
                 found.add(dataclasses.replace(self, value=((low + high) / 2, low, high)).outcome)

@@ -311,15 +311,14 @@ def claim5(e: dict) -> Claim:
     margin = e["catastrophic_margin"]
     conditions = (Condition("held-out Pass@K after ES keeps its level", keeps, e["es_heldout_change"], margin),
                   Condition("ES forgets no more than the noise control", keeps, e["es_minus_noise_heldout"], margin))
-    strict = keeps(e["es_heldout_change"]), keeps(e["es_minus_noise_heldout"])
-    strict = "yes" if all(c is True for c in strict) else "no" if False in strict else "undecided"
+    strict = verdict(keeps(e["es_heldout_change"]), keeps(e["es_minus_noise_heldout"]))
     return Claim(5, CLAIMS[5], e, conditions,
             f"held-out Pass@{e['k']} (unsaturated families) after ES minus base {shown(e['es_heldout_change'])}; "
             f"ES minus the noise control {shown(e['es_minus_noise_heldout'])} (the control minus base "
             f"{shown(e['noise_heldout_change'])}); a fall of {margin:.3f} or more (a tenth of the base's held-out "
             f"Pass@{e['k']}) counts as catastrophic; smallest detectable effect "
-            f"{detectable(e['es_minus_noise_heldout'])}; shown: no fall of {TOLERANCE:g} either (the paper's "
-            f"effects' size): {strict}; after GRPO minus base {shown(e['grpo_heldout_change'])}, ES minus GRPO "
+            f"{detectable(e['es_minus_noise_heldout'])}; shown: the stricter rule, no fall of {TOLERANCE:g} (the "
+            f"paper's effects' size), {strict}; after GRPO minus base {shown(e['grpo_heldout_change'])}, ES minus GRPO "
             f"{shown(e['es_minus_grpo_heldout'])}")
 
 

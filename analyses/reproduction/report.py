@@ -379,12 +379,12 @@ def power_row(number: int, c, seeds: int, per_seed: float) -> str:
     if c.outcome is not None:
         return f"| {number} | {c.name} | {outcome_word(c.outcome)} | {detectable(c.value)} | {target:.4g} | - | - | - |"
     needed, factor = seeds_for(c.value, target, seeds), problems_for(c.value, target, seeds)
-    both = math.ceil(seeds * (c.value.detectable / target) ** 2)  # seeds and problems both x the variance's excess
+    excess = (c.value.detectable / target) ** 2  # seeds and problems both times this: the variance over it
+    both = math.ceil(seeds * excess)
     hours = lambda count: f"{(count - seeds) * per_seed / 60:.0f} h"  # noqa: E731
     return (f"| {number} | {c.name} | undecided | {detectable(c.value)} | {target:.4g} | "
             + (f"{needed} ({hours(needed)})" if needed else "over 200")
-            + f" | {f'{factor:.1f}x' if factor else 'no number'} | {both} seeds and "
-            f"{(c.value.detectable / target) ** 2:.1f}x ({hours(both)}) |")
+            + f" | {f'{factor:.1f}x' if factor else 'no number'} | {both} seeds and {excess:.1f}x ({hours(both)}) |")
 
 
 def report_values(claims: list[Claim]) -> dict:
