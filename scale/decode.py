@@ -13,6 +13,9 @@ Where a decode step of a 135M model went (report/NOTES.md, "Real-size speed"), a
   samples), and the prefix all prompts share (a chat template's system turn) once (PromptLayout).
 - float32 weights: FastRollout(dtype) decodes a copy in that dtype, refreshed whenever the model's
   weights change, while ES's master and GRPO's AdamW stay float32.
+- rows that had ended kept decoding (pad tokens) until the batch's last row ended: here a row leaves
+  the batch once it has fed an end id, the cache compacted when a quarter of its rows have ended
+  (ReservedDecoder.drop_ended); token_steps still gets a (B, V) row for it, which it masks.
 The rest is es_grpo.rollout's own code: seeded noise by row, stops, log-probs and entropy over the
 full vocabulary in float32. Sharing changes only how keys and values are computed, up to float rounding
 (tests/test_decode.py: the same tokens as es_grpo.rollout on the tiny model).
@@ -32,10 +35,11 @@ from transformers.cache_utils import DynamicLayer
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
-from es_grpo import Rollout, Sampling, cache_argument, rollout
+from es_grpo import Rollout, Sampling, cache_argument, eos_ids, rollout
 from scale.chunks import chunked_rollout
 
 ATTENTION = "es_grpo_decode"  # the attention implementation a rollout here runs with
+KEEP_SHARE = 0.75  # the cache drops its ended rows once at most this share of them is still decoding
 DTYPES = ("model", "float32", "bfloat16", "float16")
 
 
@@ -82,9 +86,9 @@ class FastRollout:
 
 class PackedLinears:
     """The model's Linear layers on oneDNN's prepacked weights while decoding, where that gives the same numbers:
-    bfloat16 and float16 weights on a CPU (prepacked, a 16-row product runs about 1.6x as fast here, bit for bit
-    the same; float32 would differ by rounding). A layer's pack is made again when its weight changes (an ES
-    member, a GRPO step: 0.17 s for 135M parameters) and held between rollouts."""
+    bfloat16 and float16 weights on a CPU with bfloat16 instructions (prepacked, a 16-row product runs about 1.6x
+    as fast there, bit for bit the same; float32 would differ by rounding). A layer's pack is made again when its
+    weight changes (an ES member, a GRPO step: 0.17 s for 135M parameters) and held between rollouts."""
 
     def __init__(self):
         self.packed = {}  # id(layer) -> (the weight's version, its pack)
@@ -94,8 +98,8 @@ class PackedLinears:
         layers = [layer for layer in model.modules() if isinstance(layer, torch.nn.Linear)
                   and "forward" not in vars(layer) and layer.weight.device.type == "cpu"
                   and layer.weight.dtype in (torch.bfloat16, torch.float16)]
-        if not torch.backends.mkldnn.is_available():
-            layers = []
+        if not torch.backends.mkldnn.is_available() or not torch.ops.mkldnn._is_mkldnn_bf16_supported():
+            layers = []  # oneDNN packs for a CPU with bfloat16 instructions (AVX-512 BF16, AMX) alone
         try:
             for layer in layers:
                 layer.forward = partial(packed_linear, self.pack(layer, rows), layer.bias)
@@ -119,10 +123,12 @@ def packed_linear(packed: torch.Tensor, bias, x: torch.Tensor) -> torch.Tensor:
 
 def fast_rollout(model, tokenizer, prompts, sampling=Sampling(), first_row=0, total_rows=None,
                  share=True) -> Rollout:
-    """es_grpo.rollout itself, handed a ReservedDecoder in the model's place."""
+    """es_grpo.rollout itself, handed a ReservedDecoder in the model's place. Shared (a model whose
+    rows are alike) ended rows leave the batch; the population's row blocks (share=False) must stay."""
+    stops = torch.tensor(eos_ids(model, tokenizer), device=model.device) if share else None
     with attention(model, ATTENTION):
-        return rollout(ReservedDecoder(model, sampling.max_new_tokens, share), tokenizer, prompts, sampling,
-                       first_row, total_rows)
+        return rollout(ReservedDecoder(model, sampling.max_new_tokens, share, stops), tokenizer, prompts,
+                       sampling, first_row, total_rows)
 
 
 class ReservedLayer(DynamicLayer):
@@ -197,12 +203,13 @@ class ReservedDecoder:
     """What es_grpo.token_steps calls as its model: model(input_ids, attention_mask, position_ids, use_cache,
     cache).logits (B, 1, V), the next token's only. Its first call runs the prompts as PromptLayout lays them
     out, later calls a token a step, into ReservedLayers (the cache token_steps passes is left unused); rows
-    keep es_grpo's positions, the mask is the layout's. Parameters and configs are the model's."""
+    keep es_grpo's positions, the mask is the layout's. Parameters and configs are the model's. stops: the end
+    ids (None: every row decodes to the end); a row that has fed one gets zero logits, which token_steps masks."""
 
-    def __init__(self, model, max_new_tokens: int, share: bool):
-        self.model, self.max_new_tokens, self.share = model, max_new_tokens, share
+    def __init__(self, model, max_new_tokens: int, share: bool, stops: torch.Tensor | None = None):
+        self.model, self.max_new_tokens, self.share, self.stops = model, max_new_tokens, share, stops
         self.config, self.generation_config = model.config, model.generation_config
-        self.cache = self.mask = None
+        self.cache = self.mask = self.rows = self.ended = None  # rows: (R,) the batch rows the cache holds
         self.keep = "logits_to_keep" in inspect.signature(model.forward).parameters
 
     def parameters(self):
@@ -211,10 +218,26 @@ class ReservedDecoder:
     def __call__(self, input_ids, attention_mask, position_ids, use_cache=True, cache=None):
         if self.cache is None:
             logits = self.prompts(input_ids, attention_mask)
-        else:
-            self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], 1)  # (B, c + S + t)
-            logits = self.logits(input_ids, self.mask, position_ids)
+            self.rows = torch.arange(len(logits), device=logits.device)
+            self.ended = torch.zeros(len(logits), dtype=torch.bool, device=logits.device)
+            return SimpleNamespace(logits=logits[:, None])  # (B, 1, V)
+        self.drop_ended(input_ids[:, 0])
+        self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], 1)  # (R, c + S + t)
+        logits = self.logits(input_ids[self.rows], self.mask, position_ids[self.rows])  # (R, V)
+        if len(self.rows) < len(input_ids):
+            logits = logits.new_zeros(len(input_ids), logits.shape[-1]).index_copy_(0, self.rows, logits)
         return SimpleNamespace(logits=logits[:, None])  # (B, 1, V)
+
+    def drop_ended(self, tokens: torch.Tensor):
+        """Marks the rows whose input (B,) is an end id; once at most KEEP_SHARE of the cache's rows are
+        still decoding, the cache keeps those alone (a copy of it: fresh memory is slow to fill here)."""
+        if self.stops is None:
+            return
+        self.ended |= torch.isin(tokens, self.stops)
+        going = (~self.ended[self.rows]).nonzero().squeeze(-1)  # (r,) cache positions still decoding
+        if 0 < len(going) <= KEEP_SHARE * len(self.rows):
+            self.cache.batch_select_indices(going)
+            self.mask, self.rows = self.mask[going], self.rows[going]
 
     forward = __call__  # es_grpo.cache_argument reads its signature
 
