@@ -98,8 +98,8 @@ class PackedLinears:
         layers = [layer for layer in model.modules() if isinstance(layer, torch.nn.Linear)
                   and "forward" not in vars(layer) and layer.weight.device.type == "cpu"
                   and layer.weight.dtype in (torch.bfloat16, torch.float16)]
-        if not torch.backends.mkldnn.is_available() or not torch.ops.mkldnn._is_mkldnn_bf16_supported():
-            layers = []  # oneDNN packs for a CPU with bfloat16 instructions (AVX-512 BF16, AMX) alone
+        if not cpu_has_bfloat16():
+            layers = []
         try:
             for layer in layers:
                 layer.forward = partial(packed_linear, self.pack(layer, rows), layer.bias)
@@ -115,6 +115,12 @@ class PackedLinears:
             packed = torch.ops.mkldnn._reorder_linear_weight(layer.weight.detach(), rows)
             self.packed[id(layer)] = (version, packed)
         return packed
+
+
+def cpu_has_bfloat16() -> bool:
+    """Whether this CPU multiplies bfloat16 in hardware (AVX-512 BF16, AMX). Without, oneDNN packs no bfloat16
+    weights and torch's bfloat16 matmuls ran 8x slower than float32's (an AVX2 CPU: report/NOTES.md)."""
+    return torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
 
 
 def packed_linear(packed: torch.Tensor, bias, x: torch.Tensor) -> torch.Tensor:

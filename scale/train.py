@@ -27,7 +27,7 @@ from transformers import AutoTokenizer
 
 import es_grpo
 from scale import memory, verifier
-from scale.decode import DTYPES, FastRollout
+from scale.decode import DTYPES, FastRollout, cpu_has_bfloat16
 from scale.config import Args, evaluation_sets, own_flags, parse_args
 from scale.distributed import Torchrun
 from scale.grpo import grpo_step
@@ -166,6 +166,10 @@ def main(argv=None, launcher=Torchrun):
          f"--grpo-fsdp needs --grpo-prompts divisible by the number of ranks ({world})")]:
         if bad:
             parser.error(message)
+    low = "bfloat16" in (scale.rollout_dtype, config["dtype"]) or config["grpo_autocast"]
+    if low and scale.rollout == "hf" and not torch.cuda.is_available() and not cpu_has_bfloat16():
+        es_grpo.log("scale.train: this CPU has no bfloat16 instructions (AVX-512 BF16, AMX): its bfloat16 "
+                    "matmuls run about 8x slower than float32's; float32 is faster here (README, a real model)")
     verifier.install()  # math answers bounded in any thread and on every rank: a worker process
     generate = FastRollout(scale.rollout_dtype)
     if scale.rollout == "vllm":
