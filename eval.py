@@ -11,6 +11,9 @@ its module and function). This file keeps the commands: their flags, and reprodu
     python eval.py sweep --populations 8,16,32 --sequences 51200         # ES population sizes at equal sequences
     python eval.py reproduce --out report [--quick]                      # every experiment, REPORT.md with verdicts
     python eval.py verifier Math-Verify/tests                            # the math reward on math-verify's cases
+    python eval.py pilot --model models/SmolLM2-135M-Instruct --eval-split dev --eval-problems 48 \\
+        --heldout-problems 24 --eval-samples 64 --rollout-batch 512 --max-new-tokens 256 --out report/real
+                                                                         # a real model's power plan: POWER.md
     python eval.py reproduce --out report-qwen --preset paper --model Qwen/Qwen2.5-1.5B-Instruct \\
         --data gsm8k_train.jsonl --eval-data gsm8k_test.jsonl --device cuda    # the same report at full scale
 
@@ -22,6 +25,7 @@ intervals over problems and seeds with one set of margins: see analyses/statisti
 from __future__ import annotations
 
 import argparse
+import dataclasses
 import sys
 from pathlib import Path
 
@@ -33,6 +37,7 @@ from analyses.forgetting import forgetting_deltas
 from analyses.paths import training_curves
 from analyses.reproduction.claims import judge
 from analyses.reproduction.evidence import gather
+from analyses.reproduction.pilot import power_plan
 from analyses.reproduction.plan import REPRODUCE_PARTS, Stopwatch, frontier_runs, plan_of, schedule_runs, \
     train_schedules
 from analyses.reproduction.report import write_report
@@ -204,6 +209,20 @@ def cmd_reproduce(argv):
     return claims
 
 
+def cmd_pilot(argv):
+    parser = parser_for("pilot")
+    parser.description = "the real model's power plan: the base model on dev problems (analyses/reproduction/pilot.py)"
+    parser.add_argument("--model", default="", help="model folder or hub id")
+    parser.add_argument("--heldout", default="word", help="the held-out family")
+    parser.add_argument("--quick", action="store_true", help="updates of 2 x 2 rows (the suite's), not the plan's")
+    namespace = parser.parse_args(argv)
+    args = dataclasses.replace(eval_args(namespace), model=namespace.model)
+    if args.eval_samples < 32:
+        parser.error("--eval-samples: the plan reads Pass@32, so at least 32")
+    return power_plan(args, namespace.heldout, Path(namespace.out), namespace.quick,
+                      command=" ".join(["python eval.py pilot", *argv]))
+
+
 def cmd_verifier(argv):
     parser = argparse.ArgumentParser(prog="eval.py verifier", description=check_cases.__doc__)
     parser.add_argument("tests", help="the tests/ folder of a Math-Verify checkout")
@@ -212,7 +231,7 @@ def cmd_verifier(argv):
 
 COMMANDS = {"reproduce": cmd_reproduce, "sweep": cmd_sweep, "drift": cmd_drift, "sparsity": cmd_sparsity,
             "diversity": cmd_diversity, "forgetting": cmd_forgetting,
-            "curves": cmd_curves, "verifier": cmd_verifier}
+            "curves": cmd_curves, "verifier": cmd_verifier, "pilot": cmd_pilot}
 
 
 def main(argv: list[str]):

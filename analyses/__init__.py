@@ -4,7 +4,8 @@
       -> reproduction/report.py (REPORT.md, report.json) -> figures.py (every plot and table)
       -> reproduction/claims.py (each claim: its values, rule and sentence)
       -> reproduction/matching.py (the comparisons at matched Pass@1 of claims 1, 2 and 6)
-      -> reproduction/evidence.py (everything measured, once) -> reproduction/plan.py (the runs)
+      -> reproduction/evidence.py (everything measured, once) -> reproduction/plan.py (the runs),
+         reproduction/pilot.py (a real model's power plan, from the base model on dev problems)
       -> reproduction/reuse.py (saved analyses, keyed on code, arguments and models)
       -> measurements: weights.py, diversity.py, forgetting.py, paths.py, training.py, verifier_cases.py
       -> evaluation.py (load, evaluate), statistics.py (intervals, verdict words)

@@ -529,13 +529,13 @@ def ceiling(model, rows: int) -> dict:
     """This CPU's own limit for a decode step of `rows` rows: one pass over every Linear of the model (its weights
     read from memory, as a step reads them; plain and oneDNN-prepacked kernels, the faster) and a read of every
     weight (memory bandwidth). Attention, norms and sampling are left out: an upper bound."""
-    from scale.decode import PackedLinears, packed_linear
+    from scale.decode import PackedLinears, cpu_has_bfloat16, packed_linear
     linears = [m for m in model.modules() if isinstance(m, torch.nn.Linear)]
     dtype = linears[0].weight.dtype
     inputs = {n: torch.randn(rows, n, dtype=dtype) for n in {layer.in_features for layer in linears}}
     packs = PackedLinears()
     kernels = {"plain": lambda: [torch.nn.functional.linear(inputs[m.in_features], m.weight) for m in linears]}
-    if dtype != torch.float32 and torch.backends.mkldnn.is_available():
+    if dtype != torch.float32 and cpu_has_bfloat16():
         packed = [(packs.pack(m, rows), m) for m in linears]
         kernels["packed"] = lambda: [packed_linear(p, None, inputs[m.in_features]) for p, m in packed]
     with torch.no_grad():

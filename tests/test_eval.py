@@ -502,7 +502,8 @@ def test_the_package_imports_run_one_way():
     root = Path(__file__).resolve().parents[1]
     layers = [["statistics"], ["evaluation"],
               ["weights", "diversity", "forgetting", "paths", "training", "verifier_cases"],
-              ["reproduction.reuse"], ["reproduction.plan"], ["reproduction.evidence"], ["reproduction.matching"],
+              ["reproduction.reuse"], ["reproduction.plan", "reproduction.pilot"], ["reproduction.evidence"],
+              ["reproduction.matching"],
               ["reproduction.claims"],
               ["figures"], ["reproduction.report"]]
     rank = {f"analyses.{name}": i for i, names in enumerate(layers) for name in names}

@@ -1,0 +1,230 @@
+"""The real model's power plan (issue 43), from a pilot: the base model on `dev` problems of its task and of a
+held-out family, eval_samples samples each at the evaluation temperature, on the fast HF path. From each
+problem's count of right answers it reads how far a difference of two models' Pass@K, evaluated on P problems
+as the report evaluates them, varies from sampling alone; from the seconds a row took, what an evaluation costs.
+
+For Pass@K the plan is a lower bound on what a verdict needs: it counts the spread of sampling (binomial, at the
+base's per-problem success rates) and leaves out two it cannot see from one model, the seed-to-seed spread of
+trained runs and the problems' own spread of a true difference. Both only add: fewer problems than it says
+cannot decide. Token entropy's spread is read from groups of problems evaluated together, unpaired (problem
+to problem as well as sampling): an upper bound, so a fall it says is detectable is.
+"""
+from __future__ import annotations
+
+import copy
+import dataclasses
+import json
+import math
+import time
+from pathlib import Path
+
+import numpy as np
+import torch
+
+import es_grpo
+from analyses.evaluation import load
+from es_grpo import Context, ESState, GRPOState, master_weights, pass_at_k
+from scale.config import Args
+from scale.decode import FastRollout
+from scale.grpo import grpo_step
+from scale.population import PopulationScorer
+
+Z_POWER = 1.960 + 0.842  # a two-sided 5% test with 80% power, normal quantiles (many problems)
+
+
+def measure_base(args: Args, heldout: str) -> dict:
+    """The base model's per-problem right answers and entropy on `dev` (args.eval_split) problems of args.task
+    and of `heldout`, evaluated in groups that fill one batch; seconds a row of each."""
+    model, tokenizer = load(args.model, args)
+    run = Context(args, model, tokenizer, generate=FastRollout())
+    _, evaluation, _ = es_grpo.evaluation_sets(args, tokenizer)  # the task's problems ("auto" resolved)
+    task = evaluation[0]["task"]
+    families = {task: evaluation, heldout: es_grpo.evaluation_pool(heldout, args.eval_split)[:args.heldout_problems]}
+    group = max(1, args.rollout_batch // args.eval_samples)  # problems a batch holds
+    measured = {}
+    for family, problems in families.items():
+        tick, parts = time.time(), []
+        for start in range(0, len(problems), group):
+            parts.append(es_grpo.evaluate(run, problems[start:start + group], ks=[1], maj_ks=()))
+            es_grpo.log(f"pilot: {family}, {start + len(parts[-1]['correct'])}/{len(problems)} problems, "
+                        f"{time.time() - tick:.0f} s")
+        rows = len(problems) * args.eval_samples
+        measured[family] = {"correct": sum((part["correct"] for part in parts), []),
+                            "group_entropy": [part["entropy"] for part in parts],
+                            "length": float(np.mean([part["length"] for part in parts])),
+                            "seconds_per_row": (time.time() - tick) / rows}
+    return {"model": args.model, "task": task, "heldout": heldout, "split": args.eval_split,
+            "samples": args.eval_samples, "temperature": args.eval_temperature,
+            "max_new_tokens": args.max_new_tokens, "families": measured}
+
+
+def measured_as(pilot: dict, args: Args, heldout: str) -> bool:
+    """Whether a saved pilot evaluated what args and heldout ask for."""
+    saved = {key: pilot.get(key) for key in ("model", "heldout", "split", "samples", "temperature", "max_new_tokens")}
+    counts = [len(family["correct"]) for family in pilot.get("families", {}).values()]
+    return saved == {"model": args.model, "heldout": heldout, "split": args.eval_split, "samples": args.eval_samples,
+                     "temperature": args.eval_temperature, "max_new_tokens": args.max_new_tokens} and \
+        counts == [args.eval_problems, args.heldout_problems]
+
+
+def measure_updates(args: Args, task: str) -> dict:
+    """Seconds of one ES update (es_population members x es_prompts, greedy) and one GRPO step (grpo_prompts x
+    grpo_group) at these settings on the fast HF path: the first of each (an update takes minutes at 135M,
+    against well under a second of warming up)."""
+    model, tokenizer = load(args.model, args)
+    train = es_grpo.generate_problems(task, 64, seed=11, exclude=es_grpo.never_trained_on())
+    seconds = {}
+    params = list(model.parameters())
+    es = ESState(params, master_weights(params))
+    es_run = Context(args, model, tokenizer, FastRollout(), score_members=PopulationScorer("auto"))
+    trainer = copy.deepcopy(model).train()
+    grpo = GRPOState(torch.optim.AdamW(trainer.parameters(), lr=args.grpo_lr, weight_decay=0.0),
+                     copy.deepcopy(model).requires_grad_(False))
+    grpo_run = Context(args, trainer, tokenizer, FastRollout())
+    for name, step in (("es_update", lambda i: es_grpo.es_step(es_run, es, train[:args.es_prompts], i)),
+                       ("grpo_step", lambda i: grpo_step(grpo_run, grpo, train[:args.grpo_prompts], i))):
+        tick = time.time()
+        step(0)
+        seconds[name] = time.time() - tick
+        es_grpo.log(f"pilot: one {name.replace('_', ' ')}, {seconds[name]:.0f} s")
+    return {"seconds": seconds, "settings": {name: getattr(args, name) for name in (
+        "es_population", "es_prompts", "grpo_prompts", "grpo_group", "grpo_microbatch", "max_new_tokens", "dtype")}}
+
+
+def estimator_variance(n: int, k: int, p: float) -> float:
+    """The variance of the unbiased Pass@k estimator from n samples of a problem solved with probability p."""
+    counts = np.arange(n + 1)
+    weights = np.array([math.comb(n, c) * p ** c * (1 - p) ** (n - c) for c in counts])
+    values = np.array([pass_at_k(n, int(c), k) for c in counts])
+    return float(weights @ values ** 2 - (weights @ values) ** 2)
+
+
+def sampling_se(correct: list[int], n: int, k: int, problems: int) -> float:
+    """The standard error, from sampling alone, of a difference of two models' mean Pass@k over `problems`
+    problems like these (each model's n samples a problem drawn independently)."""
+    variances = [estimator_variance(n, k, c / n) for c in correct]
+    return math.sqrt(2 * np.mean(variances) / problems)
+
+
+def problems_needed(correct: list[int], n: int, k: int, effect: float) -> int:
+    """The fewest problems at which sampling alone lets a difference of `effect` be detected (80% power)."""
+    per_problem = 2 * np.mean([estimator_variance(n, k, c / n) for c in correct])
+    return max(1, math.ceil(per_problem * (Z_POWER / effect) ** 2))
+
+
+
+
+# The update shapes the plan prices (ES: N=16 x 16 prompts, the paper's larger models' population; GRPO: 8 prompts
+# x 8, the paper's group) and the longest completion a training rollout may have (two-digit sums end in 15-90
+# tokens at T = 0.6: README). GRPO's backward in micro-batches of 16 rows: all 64 at once, float32, took more than
+# this machine's 24 GB (killed, measured).
+UPDATE_SHAPE = {"es_population": 16, "es_prompts": 16, "grpo_prompts": 8, "grpo_group": 8, "max_new_tokens": 128,
+                "grpo_microbatch": 16}
+QUICK_SHAPE = {"es_population": 2, "es_prompts": 2, "grpo_prompts": 2, "grpo_group": 2, "max_new_tokens": 16,
+               "grpo_microbatch": 2}
+
+
+@dataclasses.dataclass(frozen=True)
+class Need:
+    """One verdict's comparison: a difference of two models' mean `measure` on `family`, against `effect`."""
+    claim: str
+    family: str  # "task" or "heldout"
+    k: int  # Pass@k (0: token entropy)
+    effect: float
+    evaluations: int  # models the comparison evaluates (one seed), its base's included where it reads one
+
+
+def needs(pilot: dict) -> list[Need]:
+    """The comparisons the real model's verdicts rest on, with the paper's effect (or the margin where a claim is
+    read against one: statistics.py's shares of the base's value)."""
+    from analyses.statistics import CATASTROPHIC_SHARE, ENTROPY_MARGIN_SHARE, PAPER_EFFECTS
+    task, held = (pilot["families"][pilot[key]] for key in ("task", "heldout"))
+    n = pilot["samples"]
+    held32 = np.mean([pass_at_k(n, c, 32) for c in held["correct"]])
+    return [Need("1: ES's Pass@1 above the base's", "task", 1, PAPER_EFFECTS["es_pass1_gain"], 2),
+            Need("1: ES's Pass@32 above GRPO's at matched Pass@1", "task", 32, PAPER_EFFECTS["passk_es_minus_grpo"], 3),
+            Need("1: ES keeps the base's Pass@32", "task", 32, PAPER_EFFECTS["es_passk_change"], 2),
+            Need("1: GRPO's entropy falls (a twentieth of the base's)", "task", 0,
+                 ENTROPY_MARGIN_SHARE * np.mean(task["group_entropy"]), 2),
+            Need("3: GRPO->ES's Pass@32 above GRPO's at matched Pass@1", "task", 32,
+                 PAPER_EFFECTS["passk_es_minus_grpo"], 3),
+            Need("5: no held-out Pass@32 fall of a tenth of the base's after ES", "heldout", 32,
+                 CATASTROPHIC_SHARE * held32, 2)]
+
+
+def plan_rows(pilot: dict, pool: int = es_grpo.EVAL_POOL) -> list[dict]:
+    """Each need's sampling-only standard error at `pool` problems, the smallest effect it lets a test detect,
+    the problems the paper's effect (or margin) needs, and the hours of evaluation that takes."""
+    n, rows = pilot["samples"], []
+    for need in needs(pilot):
+        family = pilot["families"][pilot["task" if need.family == "task" else "heldout"]]
+        if need.k:
+            se = sampling_se(family["correct"], n, need.k, pool)
+            problems = problems_needed(family["correct"], n, need.k, need.effect)
+        elif len(family["group_entropy"]) > 1:  # groups of problems' entropy: their spread, per problem
+            size = len(family["correct"]) / len(family["group_entropy"])
+            per_problem = 2 * np.var(family["group_entropy"], ddof=1) * size
+            se, problems = math.sqrt(per_problem / pool), max(1, math.ceil(per_problem * (Z_POWER / need.effect) ** 2))
+        else:  # one group: no spread to read
+            se, problems = float("nan"), 0
+        seconds = family["seconds_per_row"] * n * problems * need.evaluations
+        rows.append({"need": need, "se": se, "detectable": Z_POWER * se, "problems": problems, "hours": seconds / 3600})
+    return rows
+
+
+def plan_table(pilot: dict) -> list[str]:
+    """The plan as markdown rows: each need at the built-in pool of EVAL_POOL problems and at what it needs."""
+    lines = [f"| claim: comparison | the paper's effect or margin | sampling SE at {es_grpo.EVAL_POOL} problems | "
+             f"detectable at {es_grpo.EVAL_POOL} (80%) | problems needed, sampling alone | hours of evaluation |",
+             "|---|---|---|---|---|---|"]
+    for row in plan_rows(pilot):
+        need = row["need"]
+        beyond = " (beyond the built-in pool)" if row["problems"] > es_grpo.EVAL_POOL else ""
+        needed = f"{row['problems']:,}{beyond} | {row['hours']:.1f} ({need.evaluations} models)" if row["problems"] \
+            else "- | -"
+        spread = f"{row['se']:.4f} | {row['detectable']:.4f}" if np.isfinite(row["se"]) else "- | -"
+        lines.append(f"| {need.claim} | {need.effect:.4f} | {spread} | {needed} |")
+    return lines
+
+
+def write_pilot(pilot: dict, out: Path):
+    """pilot.json, and POWER.md: what the base measured, what an update costs, and the plan's table."""
+    out.mkdir(parents=True, exist_ok=True)
+    (out / "pilot.json").write_text(json.dumps(pilot, indent=1))
+    n, lines = pilot["samples"], [f"# The real model's power plan: {pilot['model']}", "",
+                                  f"Made by `{pilot['command']}`.", ""]
+    for name, family in pilot["families"].items():
+        correct = family["correct"]
+        lines.append(f"- {name} ({pilot['split']}, {len(correct)} problems x {n} samples, T = "
+                     f"{pilot['temperature']}, <= {pilot['max_new_tokens']} new tokens): Pass@1 "
+                     f"{np.mean(correct) / n:.3f}, Pass@32 {np.mean([pass_at_k(n, c, 32) for c in correct]):.3f}, "
+                     f"Pass@{n} {np.mean([c > 0 for c in correct]):.3f}, problems never solved "
+                     f"{np.mean([c == 0 for c in correct]):.2f}, entropy {np.mean(family['group_entropy']):.3f} nats, "
+                     f"{family['length']:.0f} tokens a completion, {family['seconds_per_row']:.2f} s a completion")
+    updates = pilot.get("updates")
+    if updates:
+        shape = updates["settings"]
+        lines.append(f"- one ES update (N = {shape['es_population']} x {shape['es_prompts']} prompts, greedy) "
+                     f"{updates['seconds']['es_update']:.0f} s; one GRPO step ({shape['grpo_prompts']} prompts x "
+                     f"{shape['grpo_group']}) {updates['seconds']['grpo_step']:.0f} s; <= {shape['max_new_tokens']} "
+                     f"new tokens, {shape['dtype']}")
+    reading = ("Pass@K rows count the spread of sampling alone, at the base's per-problem rates: a lower bound on "
+               "what a verdict needs (seeds, and the problems' spread of a true difference, add to it). The entropy "
+               "row reads groups of problems unpaired: an upper bound. Hours: evaluations of that many problems x "
+               f"{n} samples, at the seconds a completion took here; training comes on top.")
+    (out / "POWER.md").write_text("\n".join([*lines, "", reading, "", *plan_table(pilot), ""]))
+
+
+def power_plan(args: Args, heldout: str, out: Path, quick: bool, command: str) -> dict:
+    """`eval.py pilot`: the base model measured (or its saved measurement of the same settings read back), an
+    update's seconds measured once (quick: at QUICK_SHAPE), then OUT/pilot.json and OUT/POWER.md written."""
+    saved = out / "pilot.json"
+    pilot = json.loads(saved.read_text()) if saved.is_file() else {}
+    if not measured_as(pilot, args, heldout):
+        pilot = measure_base(args, heldout)
+    pilot["command"] = command
+    if "updates" not in pilot:
+        pilot["updates"] = measure_updates(dataclasses.replace(args, **(QUICK_SHAPE if quick else UPDATE_SHAPE)),
+                                           pilot["task"])
+    write_pilot(pilot, out)
+    return pilot

@@ -1,0 +1,54 @@
+"""The real model's power plan (analyses/reproduction/pilot.py): the Pass@k estimator's sampling variance, the
+problems a difference needs, and `eval.py pilot` end to end on the tiny model (the real model's run: report/real)."""
+import json
+import math
+
+import numpy as np
+import pytest
+
+import eval as cli
+from analyses.reproduction import pilot
+from es_grpo import pass_at_k
+
+
+@pytest.mark.parametrize("p", [0.0, 0.05, 0.3, 0.9])
+def test_the_estimators_variance_is_the_binomials_at_k_1_and_the_indicators_at_k_n(p):
+    n = 64
+    assert pilot.estimator_variance(n, 1, p) == pytest.approx(p * (1 - p) / n, abs=1e-12)
+    solved = 1 - (1 - p) ** n  # Pass@n's estimator is 1 when any sample is right
+    assert pilot.estimator_variance(n, n, p) == pytest.approx(solved * (1 - solved), abs=1e-12)
+
+
+def test_the_estimators_variance_matches_a_simulation():
+    rng, n, k, p = np.random.default_rng(0), 64, 16, 0.04
+    draws = [pass_at_k(n, int(c), k) for c in rng.binomial(n, p, 20000)]
+    assert pilot.estimator_variance(n, k, p) == pytest.approx(np.var(draws), rel=0.05)
+
+
+def test_the_problems_needed_are_the_fewest_at_which_sampling_lets_the_effect_be_detected():
+    correct = [0, 1, 3, 10, 30, 64, 0, 2]
+    for k, effect in ((1, 0.005), (32, 0.01), (32, 0.05)):
+        needed = pilot.problems_needed(correct, 64, k, effect)
+        assert pilot.Z_POWER * pilot.sampling_se(correct, 64, k, needed) <= effect
+        assert needed == 1 or pilot.Z_POWER * pilot.sampling_se(correct, 64, k, needed - 1) > effect
+    assert pilot.problems_needed(correct, 64, 32, 0.01) > 4 * pilot.problems_needed(correct, 64, 32, 0.02) - 4
+
+
+def test_the_pilot_command_measures_reuses_and_plans(tmp_path):
+    """On the tiny model: the base's counts on dev problems, an update's seconds, POWER.md's table; run again
+    with the same settings it reuses the evaluation (a changed count there says so)."""
+    flags = ["--model", "tiny", "--eval-split", "dev", "--eval-problems", "3", "--heldout-problems", "2",
+             "--eval-samples", "32", "--heldout", "add", "--max-new-tokens", "12", "--rollout-batch", "32",
+             "--out", str(tmp_path)]
+    first = cli.main(["pilot", *flags])
+    assert first["task"] == "countdown" and len(first["families"]["countdown"]["correct"]) == 3
+    held = first["families"]["add"]["correct"]
+    assert len(held) == 2 and all(0 <= c <= 32 for c in held)
+    assert set(first["updates"]["seconds"]) == {"es_update", "grpo_step"}
+    saved = json.loads((tmp_path / "pilot.json").read_text())
+    saved["families"]["add"]["correct"] = [32, 32]
+    (tmp_path / "pilot.json").write_text(json.dumps(saved))
+    assert cli.main(["pilot", *flags])["families"]["add"]["correct"] == [32, 32]  # reused, not measured again
+    table = (tmp_path / "POWER.md").read_text()
+    assert "GRPO's entropy falls" in table and "python eval.py pilot --model tiny" in table
+    assert not math.isnan(first["families"]["countdown"]["seconds_per_row"])
