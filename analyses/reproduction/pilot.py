@@ -23,6 +23,7 @@ import torch
 
 import es_grpo
 from analyses.evaluation import load
+from analyses.statistics import CATASTROPHIC_SHARE, ENTROPY_MARGIN_SHARE, PAPER_EFFECTS
 from es_grpo import Context, ESState, GRPOState, master_weights, pass_at_k
 from scale.config import Args
 from scale.decode import FastRollout
@@ -99,19 +100,25 @@ def estimator_variance(n: int, k: int, p: float) -> float:
     return float(weights @ values ** 2 - (weights @ values) ** 2)
 
 
+def difference_variance(correct: list[int], n: int, k: int) -> float:
+    """The variance, from sampling alone, of a difference of two models' Pass@k on one problem like these (each
+    model's n samples drawn independently, at the base's rate)."""
+    return 2 * float(np.mean([estimator_variance(n, k, c / n) for c in correct]))
+
+
 def sampling_se(correct: list[int], n: int, k: int, problems: int) -> float:
-    """The standard error, from sampling alone, of a difference of two models' mean Pass@k over `problems`
-    problems like these (each model's n samples a problem drawn independently)."""
-    variances = [estimator_variance(n, k, c / n) for c in correct]
-    return math.sqrt(2 * np.mean(variances) / problems)
+    """The standard error, from sampling alone, of a difference of two models' mean Pass@k over `problems`."""
+    return math.sqrt(difference_variance(correct, n, k) / problems)
 
 
 def problems_needed(correct: list[int], n: int, k: int, effect: float) -> int:
     """The fewest problems at which sampling alone lets a difference of `effect` be detected (80% power)."""
-    per_problem = 2 * np.mean([estimator_variance(n, k, c / n) for c in correct])
-    return max(1, math.ceil(per_problem * (Z_POWER / effect) ** 2))
+    return fewest_problems(difference_variance(correct, n, k), effect)
 
 
+def fewest_problems(variance: float, effect: float) -> int:
+    """Problems at which a mean difference of per-problem `variance` detects `effect` (80% power; 0: unknown)."""
+    return max(1, math.ceil(variance * (Z_POWER / effect) ** 2)) if np.isfinite(variance) else 0
 
 
 # The update shapes the plan prices (ES: N=16 x 16 prompts, the paper's larger models' population; GRPO: 8 prompts
@@ -126,7 +133,8 @@ QUICK_SHAPE = {"es_population": 2, "es_prompts": 2, "grpo_prompts": 2, "grpo_gro
 
 @dataclasses.dataclass(frozen=True)
 class Need:
-    """One verdict's comparison: a difference of two models' mean `measure` on `family`, against `effect`."""
+    """One verdict's comparison: a difference of two models' mean Pass@k (or token entropy) on `family`, against
+    `effect`."""
     claim: str
     family: str  # "task" or "heldout"
     k: int  # Pass@k (0: token entropy)
@@ -137,7 +145,6 @@ class Need:
 def needs(pilot: dict) -> list[Need]:
     """The comparisons the real model's verdicts rest on, with the paper's effect (or the margin where a claim is
     read against one: statistics.py's shares of the base's value)."""
-    from analyses.statistics import CATASTROPHIC_SHARE, ENTROPY_MARGIN_SHARE, PAPER_EFFECTS
     task, held = (pilot["families"][pilot[key]] for key in ("task", "heldout"))
     n = pilot["samples"]
     held32 = np.mean([pass_at_k(n, c, 32) for c in held["correct"]])
@@ -159,14 +166,12 @@ def plan_rows(pilot: dict, pool: int = es_grpo.EVAL_POOL) -> list[dict]:
     for need in needs(pilot):
         family = pilot["families"][pilot["task" if need.family == "task" else "heldout"]]
         if need.k:
-            se = sampling_se(family["correct"], n, need.k, pool)
-            problems = problems_needed(family["correct"], n, need.k, need.effect)
-        elif len(family["group_entropy"]) > 1:  # groups of problems' entropy: their spread, per problem
-            size = len(family["correct"]) / len(family["group_entropy"])
-            per_problem = 2 * np.var(family["group_entropy"], ddof=1) * size
-            se, problems = math.sqrt(per_problem / pool), max(1, math.ceil(per_problem * (Z_POWER / need.effect) ** 2))
-        else:  # one group: no spread to read
-            se, problems = float("nan"), 0
+            variance = difference_variance(family["correct"], n, need.k)
+        else:  # groups of problems' entropy: their spread, per problem (NaN from one group: nothing to read)
+            groups = family["group_entropy"]
+            variance = 2 * np.var(groups, ddof=1) * len(family["correct"]) / len(groups) if len(groups) > 1 \
+                else float("nan")
+        se, problems = math.sqrt(variance / pool), fewest_problems(variance, need.effect)
         seconds = family["seconds_per_row"] * n * problems * need.evaluations
         rows.append({"need": need, "se": se, "detectable": Z_POWER * se, "problems": problems, "hours": seconds / 3600})
     return rows
