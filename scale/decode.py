@@ -86,7 +86,7 @@ class FastRollout:
 
 class PackedLinears:
     """The model's Linear layers on oneDNN's prepacked weights while decoding, where that gives the same numbers:
-    bfloat16 and float16 weights on a CPU with bfloat16 instructions (prepacked, a 16-row product runs about 1.6x
+    bfloat16 and float16 weights on a CPU with instructions for them (prepacked, a 16-row product runs about 1.6x
     as fast there, bit for bit the same; float32 would differ by rounding). A layer's pack is made again when its
     weight changes (an ES member, a GRPO step: 0.17 s for 135M parameters) and held between rollouts."""
 
@@ -95,11 +95,11 @@ class PackedLinears:
 
     @contextlib.contextmanager
     def linears(self, model, rows: int):
+        packable = {torch.bfloat16: cpu_has_bfloat16(), torch.float16: torch.backends.mkldnn.is_available()
+                    and torch.ops.mkldnn._is_mkldnn_fp16_supported()}  # oneDNN raises where the CPU has no such unit
         layers = [layer for layer in model.modules() if isinstance(layer, torch.nn.Linear)
                   and "forward" not in vars(layer) and layer.weight.device.type == "cpu"
-                  and layer.weight.dtype in (torch.bfloat16, torch.float16)]
-        if not cpu_has_bfloat16():
-            layers = []
+                  and packable.get(layer.weight.dtype, False)]
         try:
             for layer in layers:
                 layer.forward = partial(packed_linear, self.pack(layer, rows), layer.bias)
