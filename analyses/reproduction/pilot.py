@@ -70,8 +70,8 @@ def measured_as(pilot: dict, args: Args, heldout: str) -> bool:
 
 def measure_updates(args: Args, task: str) -> dict:
     """Seconds of one ES update (es_population members x es_prompts, greedy) and one GRPO step (grpo_prompts x
-    grpo_group) at these settings on the fast HF path: the first of each (an update takes minutes at 135M,
-    against well under a second of warming up)."""
+    grpo_group) at these settings on the fast HF path: the first of each, warm-up included (an update takes
+    minutes at 135M)."""
     model, tokenizer = load(args.model, args)
     train = es_grpo.generate_problems(task, 64, seed=11, exclude=es_grpo.never_trained_on())
     seconds = {}
