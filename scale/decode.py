@@ -201,7 +201,7 @@ class PromptLayout:
         for i, prompt in enumerate(distinct):
             tail = prompt[common:]
             rest[i, width - len(tail):], rest_mask[i, width - len(tail):] = torch.tensor(tail), 1
-        return cls(torch.tensor([distinct[0][:common]], dtype=ids.dtype), rest.to(ids.device),
+        return cls(torch.tensor([distinct[0][:common]], dtype=ids.dtype, device=ids.device), rest.to(ids.device),
                    rest_mask.to(mask.device), rows.to(ids.device))
 
 
