@@ -11,16 +11,15 @@ its module and function). This file keeps the commands: their flags, and reprodu
     python eval.py sweep --populations 8,16,32 --sequences 51200         # ES population sizes at equal sequences
     python eval.py reproduce --out report [--quick]                      # every experiment, REPORT.md with verdicts
     python eval.py verifier Math-Verify/tests                            # the math reward on math-verify's cases
-    python eval.py pilot --model models/SmolLM2-135M-Instruct --eval-split dev --eval-problems 48 \\
-        --heldout-problems 24 --eval-samples 64 --rollout-batch 512 --max-new-tokens 256 --out report/real
-                                                                         # a real model's power plan: POWER.md
+    python eval.py pilot --model MODEL --eval-split dev --out report/real  # a real model's power plan: POWER.md
+    python eval.py trajectories RUN [RUN ...] --base BASE/pass_at_k.json  # stopped runs as paths: claim 1, REPORT.md
     python eval.py reproduce --out report-qwen --preset paper --model Qwen/Qwen2.5-1.5B-Instruct \\
         --data gsm8k_train.jsonl --eval-data gsm8k_test.jsonl --device cuda    # the same report at full scale
 
-MODEL is a folder (e.g. runs/es-s0/stage1-es) or a hub id; "" or "tiny" is the shipped tiny model.
-Evaluation uses es_grpo's held-out problems (the `test` split unless --eval-split dev), never training ones.
-Each command writes JSON, a markdown table and a PNG to --out. Every verdict of `reproduce` is read off 95%
-intervals over problems and seeds with one set of margins: see analyses/statistics.py.
+MODEL is a folder (e.g. runs/es-s0/stage1-es) or a hub id; "" or "tiny" is the shipped tiny model. Evaluation
+uses es_grpo's held-out problems (the `test` split unless --eval-split dev), never training ones. Each command
+writes JSON, a markdown table and a PNG to --out. Every verdict of `reproduce` is read off 95% intervals over
+problems and seeds with one set of margins: see analyses/statistics.py.
 """
 from __future__ import annotations
 
@@ -41,17 +40,16 @@ from analyses.reproduction.pilot import power_plan
 from analyses.reproduction.plan import REPRODUCE_PARTS, Stopwatch, frontier_runs, plan_of, schedule_runs, \
     train_schedules
 from analyses.reproduction.report import write_report
+from analyses.reproduction.trajectories import write_trajectories
 from analyses.training import population_sweep
 from analyses.verifier_cases import check_cases
 from analyses.weights import ZEROED, SparsityMasks, drift_analysis, sparsity_analysis
-from es_grpo import log
 from scale import verifier
 from scale.config import Args
 
 
 def parser_for(command: str) -> argparse.ArgumentParser:
-    """The evaluation flags of a run (scale/config.py's Args: same names, defaults and help), plus this
-    command's own."""
+    """The evaluation flags of a run (scale/config.py's Args: names, defaults, help), plus the command's own."""
     parser = es_grpo.dataclass_parser(Args, f"eval.py {command}".strip(), __doc__, only=EVAL_FLAGS,
                                       formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("--out", default="evals", help="folder for the JSON, markdown and PNG outputs")
@@ -205,7 +203,7 @@ def cmd_reproduce(argv):
     evidence = gather(plan, clock)
     claims = judge(evidence)
     write_report(evidence, claims)
-    log(f"wrote {plan.out / 'REPORT.md'}")
+    es_grpo.log(f"wrote {plan.out / 'REPORT.md'}")
     return claims
 
 
@@ -223,6 +221,14 @@ def cmd_pilot(argv):
                       command=" ".join(["python eval.py pilot", *argv]))
 
 
+def cmd_trajectories(argv):
+    parser = argparse.ArgumentParser(prog="eval.py trajectories", description=write_trajectories.__doc__)
+    parser.add_argument("runs", nargs="+", help="run folders (report/real/h200.sh's), stopped or finished")
+    parser.add_argument("--base", required=True, help="the base model's pass_at_k.json (eval.py MODEL, same settings)")
+    parser.add_argument("--out", default="evals", help="folder for REPORT.md, report.json and the figures")
+    return write_trajectories(parser.parse_args(argv), " ".join(["python eval.py trajectories", *argv]))
+
+
 def cmd_verifier(argv):
     parser = argparse.ArgumentParser(prog="eval.py verifier", description=check_cases.__doc__)
     parser.add_argument("tests", help="the tests/ folder of a Math-Verify checkout")
@@ -230,8 +236,8 @@ def cmd_verifier(argv):
 
 
 COMMANDS = {"reproduce": cmd_reproduce, "sweep": cmd_sweep, "drift": cmd_drift, "sparsity": cmd_sparsity,
-            "diversity": cmd_diversity, "forgetting": cmd_forgetting,
-            "curves": cmd_curves, "verifier": cmd_verifier, "pilot": cmd_pilot}
+            "diversity": cmd_diversity, "forgetting": cmd_forgetting, "curves": cmd_curves,
+            "verifier": cmd_verifier, "pilot": cmd_pilot, "trajectories": cmd_trajectories}
 
 
 def main(argv: list[str]):

@@ -106,6 +106,13 @@ def difference_variance(correct: list[int], n: int, k: int) -> float:
     return 2 * float(np.mean([estimator_variance(n, k, c / n) for c in correct]))
 
 
+def entropy_difference_variance(family: dict) -> float:
+    """The same for token entropy, per problem, from the spread of the groups of problems evaluated together
+    (unpaired; NaN from one group: nothing to read)."""
+    groups = family["group_entropy"]
+    return 2 * np.var(groups, ddof=1) * len(family["correct"]) / len(groups) if len(groups) > 1 else float("nan")
+
+
 def sampling_se(correct: list[int], n: int, k: int, problems: int) -> float:
     """The standard error, from sampling alone, of a difference of two models' mean Pass@k over `problems`."""
     return math.sqrt(difference_variance(correct, n, k) / problems)
@@ -165,12 +172,7 @@ def plan_rows(pilot: dict, pool: int = es_grpo.EVAL_POOL) -> list[dict]:
     n, rows = pilot["samples"], []
     for need in needs(pilot):
         family = pilot["families"][pilot["task" if need.family == "task" else "heldout"]]
-        if need.k:
-            variance = difference_variance(family["correct"], n, need.k)
-        else:  # groups of problems' entropy: their spread, per problem (NaN from one group: nothing to read)
-            groups = family["group_entropy"]
-            variance = 2 * np.var(groups, ddof=1) * len(family["correct"]) / len(groups) if len(groups) > 1 \
-                else float("nan")
+        variance = difference_variance(family["correct"], n, need.k) if need.k else entropy_difference_variance(family)
         se, problems = math.sqrt(variance / pool), fewest_problems(variance, need.effect)
         seconds = family["seconds_per_row"] * n * problems * need.evaluations
         rows.append({"need": need, "se": se, "detectable": Z_POWER * se, "problems": problems, "hours": seconds / 3600})
