@@ -505,7 +505,7 @@ def test_the_package_imports_run_one_way():
               ["reproduction.reuse"], ["reproduction.plan", "reproduction.pilot"], ["reproduction.evidence"],
               ["reproduction.matching"],
               ["reproduction.claims"],
-              ["figures"], ["reproduction.report"]]
+              ["figures"], ["reproduction.report"], ["reproduction.trajectories"]]
     rank = {f"analyses.{name}": i for i, names in enumerate(layers) for name in names}
     modules = {f"analyses.{'.'.join(path.relative_to(root / 'analyses').with_suffix('').parts)}": path
                for path in (root / "analyses").rglob("*.py") if path.name != "__init__.py"}

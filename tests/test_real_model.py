@@ -201,3 +201,24 @@ def test_es_inside_the_vllm_engine_updates_as_the_hf_path(real):
             assert all(torch.equal(a, b) for a, b in zip(master, expected_master))
     finally:
         engine.shutdown()
+
+
+def test_the_gpu_runs_script_in_small_and_the_trajectories_report_on_the_real_model(tmp_path):
+    """report/real/h200.sh's quick form (ES and the middle GRPO rate, two updates of a few rows, on this CPU), the
+    base evaluated with the same settings, then `eval.py trajectories`: the real model's report, made as
+    report/real/REPORT.md was, end to end."""
+    import eval as cli
+    small = ("--eval-problems 2 --heldout-problems 1 --eval-samples 32 --trajectory-samples 32 --es-population 2 "
+             "--es-prompts 2 --grpo-prompts 2 --grpo-group 2 --grpo-microbatch 2 --max-new-tokens 8 --steps 2 "
+             "--eval-every 1")
+    env = {**os.environ, "DEVICE": "cpu", "SMALL": small, "RUNS": "es-alpha0.001-s0 grpo-lr1e-05-s0"}
+    done = subprocess.run(["bash", "report/real/h200.sh", FOLDER, str(tmp_path / "runs"), "900"], cwd=ROOT, env=env,
+                          capture_output=True, text=True, timeout=1000)
+    assert done.returncode == 0, done.stderr
+    cli.main([FOLDER, "--task", "add", "--eval-problems", "2", "--heldout-problems", "1", "--eval-samples", "32",
+              "--max-new-tokens", "8", "--out", str(tmp_path / "base")])
+    result = cli.main(["trajectories", *(str(p) for p in sorted((tmp_path / "runs").glob("*-s0"))), "--base",
+                       str(tmp_path / "base" / "pass_at_k.json"), "--out", str(tmp_path / "real")])
+    assert result["roles"] == {"es": "es-alpha0.001-s0", "grpo": "grpo-lr1e-05-s0"}
+    report = (tmp_path / "real" / "REPORT.md").read_text()
+    assert "| es-alpha0.001-s0 | ES | alpha 0.001 | 2/2 |" in report and "## Claim 1" in report

@@ -246,13 +246,15 @@ def report_lines(runs: dict, parts: dict, claim, control: dict, rows: dict, curv
               f" | {curve.get('base_overtakes_at_K') or '-'} |" for name, curve in curves.items()]
     return lines + ["", "![paths](paths.png)", "", "*Paths of the ES and GRPO runs (and, dashed, the others) in the "
                     f"(Pass@1, Pass@{K}) and (Pass@1, entropy) planes and along sequences generated.*", "",
-                    "![Pass@K](pass_at_k.png)", "", *limits(claim, problems, out / "pilot.json"), "",
+                    "![Pass@K](pass_at_k.png)", "", *limits(claim, curves, problems, out / "pilot.json"), "",
                     *scale_paragraph(claim, parts, out.parent / "report.json")]
 
 
-def limits(claim, problems: int, pilot_file: Path) -> list[str]:
-    """What these runs cannot decide, and why; the sampling SE of an entropy difference from the pilot, if
-    beside (report/real/pilot.json: the base model's groups of dev problems)."""
+def limits(claim, curves: dict, problems: int, pilot_file: Path) -> list[str]:
+    """What these runs cannot decide, and why: one seed (with the sampling SE of an entropy difference from the
+    pilot, if beside: the base model's groups of dev problems), the detectable Pass@K effects, the runs that
+    saturate the task, the claims not measured."""
+    solved = [name for name, curve in curves.items() if name != "base" and curve["pass@1"] >= 0.99]
     pilot = json.loads(pilot_file.read_text()) if pilot_file.is_file() else None
     se = (entropy_difference_variance(pilot["families"][pilot["task"]]) / problems) ** 0.5 if pilot else None
     sampling = "" if se is None else (
@@ -264,6 +266,9 @@ def limits(claim, problems: int, pilot_file: Path) -> list[str]:
             f"- Claim 1's Pass@{K} comparisons at the paper's effect ({PAPER_EFFECTS['passk_es_minus_grpo']}): "
             "detectable here " + ", ".join(f"{detectable(c.value)} ({c.name})" for c in claim.conditions
                                            if f"Pass@{K}" in c.name) + ".",
+            *([f"- The task saturates: {', '.join(solved)} reach(es) a Pass@1 of 0.99 or more over the {problems} "
+               "problems, where no Pass@K can fall below the base's; claim 1's coverage comparison needs problems "
+               "the trained models do not all solve."] if solved else []),
             "- Claims 2 and 4 (diversity, sparsity and drift) need the trained weights, which stayed on the GPU; "
             "claim 5 needs a held-out evaluation at each run's end, which the deadline cut; claim 3 needs GRPO->ES's "
             "second stage finished; claim 6 needs more than one population size."]

@@ -4,7 +4,8 @@
 # by the GPU. Runs still going at the deadline are stopped; their trajectory points (metrics.jsonl) stay.
 #
 #   bash report/real/h200.sh MODEL RUNS SECONDS     # e.g. models/SmolLM2-135M-Instruct report/real/runs 480
-#   DEVICE=cpu SMALL="--eval-problems 4 ..." bash report/real/h200.sh "" /tmp/runs 300   # the same, in small
+#   DEVICE=cpu SMALL="--eval-problems 4 ..." RUNS="es-alpha0.001-s0 grpo-lr1e-05-s0" bash report/real/h200.sh \
+#       models/SmolLM2-135M-Instruct /tmp/runs 600     # some of them, small, on a CPU (tests/test_real_model.py)
 #
 # Budgets as report/REPORT.md defines them, for S = 18 (analyses/reproduction/plan.py, schedules): GRPO 2S = 36
 # steps, GRPO->ES S (9 + 9), ES and the null ES S/2 + S/2 x 128/512 = 12 updates (as many sequences as
@@ -30,7 +31,7 @@ declare -A flags=(
 )
 export OMP_NUM_THREADS=2 PYTHONUNBUFFERED=1 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
 pids=()
-for name in "${!flags[@]}"; do
+for name in ${RUNS:-${!flags[@]}}; do
   # shellcheck disable=SC2086  # the run's own flags split on spaces
   python3 -m scale.train "${common[@]}" ${flags[$name]} ${SMALL:-} --out "$runs/$name" > "$runs/$name.log" 2>&1 &
   pids+=($!)
