@@ -18,11 +18,11 @@ from types import SimpleNamespace
 import numpy as np
 
 import es_grpo
+from analyses import figures
 from analyses.evaluation import curve_ks
 from analyses.paths import LABELS, matched, path_arrays, read_metrics
 from analyses.reproduction.claims import claim1, claim1_values
 from analyses.reproduction.pilot import entropy_difference_variance
-from analyses import figures
 from analyses.reproduction.report import outcome_word
 from analyses.statistics import PAPER_EFFECTS, detectable, interval, paired_difference, per_problem, shown
 
@@ -53,9 +53,9 @@ def stopped_run(folder: Path, settings: dict, base: dict) -> dict:
     config = json.loads((folder / "config.json").read_text())
     n, lines = config["trajectory_samples"], [line for line in read_metrics(folder) if "eval" in line]
     differ = [key for key in SETTINGS if settings.get(key) != config.get(key)]
-    if not lines or differ or n != settings["eval_samples"] or len(base["correct"]) != config["eval_problems"]:
-        raise es_grpo.BadInput(f"{folder}: no trajectory point, or evaluated otherwise than the base "
-                               f"({', '.join(differ) or 'samples or problems'})")
+    if not lines or differ or n != settings["eval_samples"] or n < K or len(base["correct"]) != config["eval_problems"]:
+        raise es_grpo.BadInput(f"{folder}: no trajectory point, fewer than {K} samples a point, or evaluated otherwise "
+                               f"than the base ({', '.join(differ) or 'samples or problems'})")
     path = [point({"update": 0, "sequences": 0, "tokens": 0, "seconds": 0.0}, base, n)]
     path += [point({"update": line["update"], "sequences": line["run_sequences"], "tokens": line["run_tokens"],
                     "seconds": line["run_seconds"]}, line["eval"], n) for line in lines]
@@ -234,11 +234,12 @@ def report_lines(runs: dict, parts: dict, claim, control: dict, rows: dict, curv
              f"the numbers, `es` is {parts['es']} and `grpo` {parts['grpo']} (the middle learning rate); the other "
              "GRPO runs are the frontier.", ""]
     if control:
+        (es_updates, null_updates), change = control["updates"], control["entropy_change"]
         lines += ["## The control: ES against the null ES run", "",
-                  f"ES minus the null run (rewards shuffled across members), both after {control['updates'][0]} "
+                  f"ES minus the null run (rewards shuffled across members), after {es_updates} and {null_updates} "
                   f"updates: Pass@1 {shown(control['pass@1'])} (detectable {detectable(control['pass@1'])}), "
                   f"Pass@{K} {shown(control[f'pass@{K}'])}; token entropy change from the base: ES "
-                  f"{control['entropy_change']['es']:+.3f}, null {control['entropy_change']['null']:+.3f} nats.", ""]
+                  f"{change['es']:+.3f}, null {change['null']:+.3f} nats.", ""]
     ks = curve_ks(K)
     lines += ["## Pass@K of each run's end", "", "| model | " + " | ".join(f"pass@{k}" for k in ks) +
               " | base overtakes at K |", "|---|" + "---|" * (len(ks) + 1)]
