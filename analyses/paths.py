@@ -33,6 +33,13 @@ def read_metrics(run: Path) -> list[dict]:
     return lines
 
 
+def path_point(where: dict, result: dict, n: int, k: int) -> dict:
+    """A path point: the compute spent so far (`where`), per-problem Pass@1 and Pass@k from an evaluation's
+    counts of right answers among n samples, and its token entropy."""
+    return {**where, "pass@1": per_problem(result["correct"], n, 1), f"pass@{k}": per_problem(result["correct"], n, k),
+            "entropy": result["entropy"]}
+
+
 def run_path(run: Path, k: int) -> list[dict]:
     """A run's path: the base model, every trajectory point and every stage's end, with the compute spent so
     far (update, sequences, tokens, seconds) and per-problem Pass@1 and Pass@k (arrays (P,)) and entropy."""
@@ -40,8 +47,7 @@ def run_path(run: Path, k: int) -> list[dict]:
     stages = summary["stages"]
 
     def point(where: dict, result: dict, n: int) -> dict:
-        return {**where, "pass@1": per_problem(result["correct"], n, 1),
-                f"pass@{k}": per_problem(result["correct"], n, k), "entropy": result["entropy"]}
+        return path_point(where, result, n, k)
 
     path = [point({"update": 0, "sequences": 0, "tokens": 0, "seconds": 0.0}, stages[0], config["eval_samples"])]
     ends, update, done = {}, 0, {"sequences": 0, "tokens": 0, "seconds": 0.0}

@@ -20,7 +20,7 @@ import numpy as np
 import es_grpo
 from analyses import figures
 from analyses.evaluation import curve_ks
-from analyses.paths import LABELS, matched, path_arrays, read_metrics
+from analyses.paths import LABELS, matched, path_arrays, path_point, read_metrics
 from analyses.reproduction.claims import claim1, claim1_values
 from analyses.reproduction.pilot import entropy_difference_variance
 from analyses.reproduction.report import outcome_word
@@ -40,12 +40,6 @@ def read_base(path: Path) -> tuple[dict, dict]:
         raise es_grpo.BadInput(f"{path}: not one model's pass_at_k.json from eval.py ({err})") from None
 
 
-def point(where: dict, result: dict, n: int) -> dict:
-    """A path point as analyses.paths.run_path makes them: compute so far, per-problem Pass@1 and Pass@K."""
-    return {**where, "pass@1": per_problem(result["correct"], n, 1), f"pass@{K}": per_problem(result["correct"], n, K),
-            "entropy": result["entropy"]}
-
-
 def stopped_run(folder: Path, settings: dict, base: dict) -> dict:
     """A run as analyses.paths.load_runs gives one (one seed), from its trajectory points: its last point is its
     end (`finals`), its config's eval_samples the points' samples. Refused: a run whose points were evaluated
@@ -56,9 +50,9 @@ def stopped_run(folder: Path, settings: dict, base: dict) -> dict:
     if not lines or differ or n != settings["eval_samples"] or n < K or len(base["correct"]) != config["eval_problems"]:
         raise es_grpo.BadInput(f"{folder}: no trajectory point, fewer than {K} samples a point, or evaluated otherwise "
                                f"than the base ({', '.join(differ) or 'samples or problems'})")
-    path = [point({"update": 0, "sequences": 0, "tokens": 0, "seconds": 0.0}, base, n)]
-    path += [point({"update": line["update"], "sequences": line["run_sequences"], "tokens": line["run_tokens"],
-                    "seconds": line["run_seconds"]}, line["eval"], n) for line in lines]
+    path = [path_point({"update": 0, "sequences": 0, "tokens": 0, "seconds": 0.0}, base, n, K)]
+    path += [path_point({"update": line["update"], "sequences": line["run_sequences"], "tokens": line["run_tokens"],
+                         "seconds": line["run_seconds"]}, line["eval"], n, K) for line in lines]
     last = path[-1]
     return {"finals": [lines[-1]["eval"]], "base": [base], "paths": [path],
             "totals": {key: [last[key]] for key in ("sequences", "tokens", "seconds")},
