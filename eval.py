@@ -37,8 +37,8 @@ from analyses.paths import training_curves
 from analyses.reproduction.claims import judge
 from analyses.reproduction.evidence import gather
 from analyses.reproduction.pilot import power_plan
-from analyses.reproduction.plan import REPRODUCE_PARTS, Stopwatch, frontier_runs, plan_of, schedule_runs, \
-    train_schedules
+from analyses.reproduction.plan import FRONTIER_ALPHAS, FRONTIER_LRS, REPRODUCE_PARTS, Stopwatch, plan_of, \
+    planned_runs, train_schedules
 from analyses.reproduction.report import write_report
 from analyses.reproduction.trajectories import write_trajectories
 from analyses.training import population_sweep
@@ -180,6 +180,9 @@ def reproduce_parser() -> argparse.ArgumentParser:
                         "with its own LM head, then trained by ES and GRPO, seed 0: drift per module kind). A part "
                         "not asked for is still reported if OUT holds its runs; report/NOTES.md gives each part's "
                         "minutes. Default: claims,claim6 (every verdict's runs). --plan lists the claims runs only")
+    parser.add_argument("--frontier-lrs", default=FRONTIER_LRS, help="claim 1's frontier: GRPO's other learning "
+                        "rates, comma-separated RATE[:UPDATES] (UPDATES: GRPO's own if not given, and with --quick)")
+    parser.add_argument("--frontier-alphas", default=FRONTIER_ALPHAS, help="ES's other alphas, the same way ('': none)")
     parser.add_argument("--plan", action="store_true", help="print each run's flags and exit: to launch them with "
                         "torchrun -m scale.train into OUT/runs, where this command then finds and reuses them")
     return parser
@@ -192,17 +195,14 @@ def cmd_reproduce(argv):
     if set(namespace.parts.split(",")) - set(REPRODUCE_PARTS):
         parser.error(f"--parts {namespace.parts}: the parts are {', '.join(REPRODUCE_PARTS)}")
     plan = plan_of(namespace, run_flags, argv)
-    if namespace.plan:  # each claims run's flags, to launch with torchrun -m scale.train into OUT/runs
-        runs = [*schedule_runs(plan), *((folder, run_argv) for _, folder, run_argv in frontier_runs(plan))]
-        for folder, run_argv in runs:
-            print(" ".join([*run_argv, "--out", str(folder)]))
+    if namespace.plan:  # every claims run's flags, to launch with torchrun -m scale.train into OUT/runs
+        print(*(" ".join([*run_argv, "--out", str(folder)]) for folder, run_argv, _ in planned_runs(plan)), sep="\n")
         return []
     clock = Stopwatch()
     with clock("claims: the schedule runs"):
         train_schedules(plan)
     evidence = gather(plan, clock)
-    claims = judge(evidence)
-    write_report(evidence, claims)
+    write_report(evidence, claims := judge(evidence))
     es_grpo.log(f"wrote {plan.out / 'REPORT.md'}")
     return claims
 

@@ -29,18 +29,23 @@ def train_run(out: Path, argv: list[str]) -> dict:
     with torchrun -m scale.train into the same folders count too; a run with other settings in `out` is replaced
     (a folder that holds no run is refused, never replaced)."""
     args = parse_args([*argv, "--out", str(out)])
-    try:
-        saved = json.loads((out / "config.json").read_text())
-    except (OSError, ValueError):
-        saved = {}
-    same = bool(saved) and all(saved.get(f.name, f.default) == getattr(args, f.name)  # a newer flag: its default
-                               for f in dataclasses.fields(Args) if f.name not in ("out", "overwrite"))
+    same = made_with(out, args)
     if same and (out / "summary.json").exists():
         log(f"reproduce: {out} is done with these settings: reused")
         return json.loads((out / "summary.json").read_text())
     if same and (out / "checkpoint.pt").exists():
         return es_grpo.run(args, **LAYERS, folder=ResumableFolder(resume=str(out)))
     return es_grpo.run(dataclasses.replace(args, overwrite=True), **LAYERS, folder=ResumableFolder())
+
+
+def made_with(folder: Path, args: Args) -> bool:
+    """Whether the run in `folder` was made with these settings (its config.json; a newer flag: its default)."""
+    try:
+        saved = json.loads((folder / "config.json").read_text())
+    except (OSError, ValueError):
+        return False
+    return all(saved.get(f.name, f.default) == getattr(args, f.name)
+               for f in dataclasses.fields(Args) if f.name not in ("out", "overwrite"))
 
 
 def run_settings(folder: Path) -> Args:

@@ -101,6 +101,32 @@ def test_weight_and_run_commands_end_to_end(tmp_path, finished_run):
     assert sparsity["tau=0"]["pass@1_kept"] == pytest.approx(1.0)
 
 
+def test_reproduce_plans_another_models_frontier_and_the_null_runs_from_its_flags(tmp_path):
+    """--plan lists every claims run, the null ES run with ES's path points; --frontier-lrs and --frontier-alphas
+    replace the tiny preset's frontier (report/real/h200.sh launches these lines); a bad list is one line, exit 2."""
+    design = ["reproduce", "--plan", "--out", str(tmp_path), "--preset", "paper", "--model", "m", "--task", "add",
+              "--seeds", "0", "--steps", "18", "--es-population", "16", "--es-prompts", "32", "--grpo-prompts", "16",
+              "--grpo-group", "8"]
+    result = run_eval(*design, "--frontier-lrs", "3e-6,3e-5:50", "--frontier-alphas", "")
+    assert result.returncode == 0, result.stderr[-2000:]
+    runs = {line.split("--out ")[1].rsplit("/", 1)[1]: line.split() for line in result.stdout.splitlines()}
+    assert sorted(runs) == ["es-null-s0", "es-s0", "grpo-es-s0", "grpo-lr3e-05-s0", "grpo-lr3e-06-s0", "grpo-s0"]
+
+    def value(name, flag):  # the last value a run's line gives the flag, as argparse reads it
+        return runs[name][max(i for i, word in enumerate(runs[name]) if word == flag) + 1]
+
+    assert [value(name, "--steps") for name in ("grpo-s0", "es-s0", "grpo-es-s0")] == ["36", "12", "18"]
+    assert value("grpo-lr3e-06-s0", "--steps") == "36" and value("grpo-lr3e-05-s0", "--steps") == "50"
+    assert value("grpo-lr3e-05-s0", "--grpo-lr") == "3e-05" and value("grpo-lr3e-05-s0", "--model") == "m"
+    assert "--es-null" in runs["es-null-s0"] and "--es-null" not in runs["es-s0"]
+    assert value("es-null-s0", "--eval-every") == value("es-s0", "--eval-every") == "4"
+    tiny = run_eval("reproduce", "--plan", "--out", str(tmp_path))  # the tiny preset's frontier, five seeds
+    assert tiny.stdout.count("runs/grpo-lr1e-06-s") == 5 and tiny.stdout.count("runs/es-alpha0.004-s") == 5
+    bad = run_eval(*design, "--frontier-lrs", "3e-6,-1e-5")
+    assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
+        "error: --frontier-lrs 3e-6,-1e-5: not a list of RATE[:UPDATES], rates above 0 ('-1e-5')"]
+
+
 def test_quick_reproduction_report_end_to_end(tmp_path):
     """On local JSONL files, as a full-scale reproduction would run on GSM8K's (the run flags pass through)."""
     from tiny_model.tasks import evaluation_pool, generate_problems, never_trained_on

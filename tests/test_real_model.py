@@ -7,6 +7,7 @@ import dataclasses
 import importlib.util
 import json
 import os
+import shlex
 import signal
 import subprocess
 import sys
@@ -17,7 +18,7 @@ import pytest
 import torch
 
 import es_grpo
-from conftest import ROOT, run_scale
+from conftest import ROOT, in_process, run_scale
 
 FOLDER = os.environ.get("ES_GRPO_REAL_MODEL", "")
 if not FOLDER:
@@ -204,21 +205,56 @@ def test_es_inside_the_vllm_engine_updates_as_the_hf_path(real):
 
 
 def test_the_gpu_runs_script_in_small_and_the_trajectories_report_on_the_real_model(tmp_path):
-    """report/real/h200.sh's quick form (ES and the middle GRPO rate, two updates of a few rows, on this CPU), the
-    base evaluated with the same settings, then `eval.py trajectories`: the real model's report, made as
-    report/real/REPORT.md was, end to end."""
+    """report/real/h200.sh's quick form (ES and the calibrated GRPO of `eval.py reproduce --plan`, two updates of a
+    few rows, on this CPU), the base evaluated with the same settings, then `eval.py trajectories`: the real
+    model's report, made as report/real/REPORT.md was, end to end. The `eval.py reproduce` command the script
+    prints would reuse both runs: its plan gives them the settings they were made with."""
     import eval as cli
-    small = ("--eval-problems 2 --heldout-problems 1 --eval-samples 32 --trajectory-samples 32 --es-population 2 "
-             "--es-prompts 2 --grpo-prompts 2 --grpo-group 2 --grpo-microbatch 2 --max-new-tokens 8 --steps 2 "
-             "--eval-every 1")
-    env = {**os.environ, "DEVICE": "cpu", "SMALL": small, "RUNS": "es-alpha0.001-s0 grpo-lr1e-05-s0"}
-    done = subprocess.run(["bash", "report/real/h200.sh", FOLDER, str(tmp_path / "runs"), "900"], cwd=ROOT, env=env,
+    from analyses import training
+    from scale.config import parse_args
+    small = ("--eval-problems 2 --heldout-problems 1 --samples 32 --es-population 2 --es-prompts 2 --grpo-prompts 2 "
+             "--grpo-group 2 --grpo-microbatch 2 --max-new-tokens 8 --steps 2")
+    env = {**os.environ, "DEVICE": "cpu", "SMALL": small, "RUNS": "es-s0 grpo-s0"}
+    done = subprocess.run(["bash", "report/real/h200.sh", FOLDER, str(tmp_path), "900"], cwd=ROOT, env=env,
                           capture_output=True, text=True, timeout=1000)
     assert done.returncode == 0, done.stderr
+    assert sorted(path.name for path in (tmp_path / "runs").glob("*-s0")) == ["es-s0", "grpo-s0"]
     cli.main([FOLDER, "--task", "add", "--eval-problems", "2", "--heldout-problems", "1", "--eval-samples", "32",
               "--max-new-tokens", "8", "--out", str(tmp_path / "base")])
     result = cli.main(["trajectories", *(str(p) for p in sorted((tmp_path / "runs").glob("*-s0"))), "--base",
                        str(tmp_path / "base" / "pass_at_k.json"), "--out", str(tmp_path / "real")])
-    assert result["roles"] == {"es": "es-alpha0.001-s0", "grpo": "grpo-lr1e-05-s0"}
+    assert result["roles"] == {"es": "es-s0", "grpo": "grpo-s0"}
     report = (tmp_path / "real" / "REPORT.md").read_text()
-    assert "| es-alpha0.001-s0 | ES | alpha 0.001 | 2/2 |" in report and "## Claim 1" in report
+    assert "| es-s0 | ES | alpha 0.001 | 2/2 |" in report and "| grpo-s0 | GRPO | lr 1e-05 | 4/4 |" in report
+    assert "## Claim 1" in report
+    reproduce = shlex.split(done.stdout.split("the whole report: python eval.py ")[1])
+    assert reproduce[:2] == ["reproduce", "--out"] and "3e-6,3e-5" in reproduce  # the real design's frontier
+    plan = in_process(cli.main, *reproduce, "--plan").stdout.splitlines()
+    assert len(plan) == 6  # GRPO, ES, GRPO->ES, two more GRPO rates, the null ES run
+    for name in ("es-s0", "grpo-s0"):
+        line = next(line.split() for line in plan if line.endswith(f"/{name}"))
+        assert training.made_with(tmp_path / "runs" / name, parse_args(line))
+        assert not training.made_with(tmp_path / "runs" / name, parse_args([*line, "--eval-every", "3"]))
+
+
+def test_the_quick_reproduction_on_the_real_model(tmp_path):
+    """`eval.py reproduce --quick` with the real design's model, task and rates (report/real/h200.sh's; of its
+    frontier, 3e-5 alone): every claims run on SmolLM2 and every analysis of claims 1-5 on it, to REPORT.md.
+    (The design's own sizes are out of a CPU's reach: claim 5's forgetting control alone reads 200 held-out
+    problems per model.)"""
+    import eval as cli
+    torch.set_num_threads(2)  # as the `real` fixture: a 135M model's matmuls pay for a second thread
+    made = in_process(cli.main, "reproduce", "--quick", "--out", str(tmp_path), "--preset", "paper", "--model",
+                      FOLDER, "--task", "add", "--max-new-tokens", "8", "--grpo-group", "2", "--grpo-microbatch", "8",
+                      "--grpo-lr", "1e-5", "--es-alpha", "1e-3", "--frontier-lrs", "3e-5", "--frontier-alphas", "",
+                      "--parts", "claims")
+    assert made.returncode == 0, made.stderr[-3000:]
+    runs = {path.parent.name for path in (tmp_path / "runs").glob("*/summary.json")}
+    assert runs == {"es-s0", "grpo-s0", "grpo-es-s0", "grpo-lr3e-05-s0", "es-null-s0"}
+    assert json.loads((tmp_path / "runs" / "es-s0" / "config.json").read_text())["model"] == FOLDER
+    claims = json.loads((tmp_path / "report.json").read_text())["claims"]
+    assert [verdict != "not measured" for _, verdict, _ in claims] == [True] * 5 + [False]  # claim 6: its own part
+    assert "the best of 2 learning rates' paths" in claims[0][2]
+    report = (tmp_path / "REPORT.md").read_text()
+    assert "GRPO at learning rates from 1e-05 to 3e-05 and ES at one alpha" in report
+    assert "| module kinds by drift | here, largest first | the paper's largest |" in report

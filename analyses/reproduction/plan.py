@@ -45,6 +45,7 @@ class Plan:
     args: Args  # those flags parsed
     updates: dict[str, int]  # per schedule
     seeds_of: dict[str, list[int]]  # per schedule
+    frontier: dict[str, dict[float, int]]  # claim 1's: per algo, rate -> updates (0: the schedule's own)
     diversity_problems: int
     diversity_samples: int
     started: float
@@ -81,6 +82,21 @@ class Plan:
         return [*self.small, *self.run_flags, "--eval-samples", str(min(self.samples, 64))]
 
 
+def rates_of(text: str, flag: str) -> dict[float, int]:
+    """`RATE[:UPDATES],...` as {rate: updates} (no UPDATES: 0, the schedule's own); "" is none."""
+    rates = {}
+    for item in filter(None, text.split(",")):
+        rate, _, updates = item.partition(":")
+        try:
+            value, count = float(rate), int(updates or 0)
+        except ValueError:
+            value, count = math.nan, 0
+        if not 0 < value < math.inf or count < 0:
+            raise es_grpo.BadInput(f"{flag} {text}: not a list of RATE[:UPDATES], rates above 0 ({item!r})")
+        rates[value] = count
+    return rates
+
+
 def plan_of(namespace, run_flags: list[str], argv: list[str]) -> Plan:
     """The plan of `eval.py reproduce ARGV` from its parsed flags (eval.py's reproduce parser) and the flags
     it passes to every es_grpo.py run."""
@@ -102,10 +118,12 @@ def plan_of(namespace, run_flags: list[str], argv: list[str]) -> Plan:
     if "es-grpo" not in parts:  # ES->GRPO enters no verdict
         del updates["es-grpo"]
     seeds_of = {name: seeds[:1] if name == "es-grpo" else seeds for name in updates}  # ES->GRPO: seed 0 only
+    frontier = {"grpo": rates_of(namespace.frontier_lrs, "--frontier-lrs"),
+                "es": rates_of(namespace.frontier_alphas, "--frontier-alphas")}
     return Plan(out=Path(namespace.out), argv=argv, quick=quick, parts=parts, seeds=seeds, samples=samples,
                 run_flags=run_flags, small=small, flags=flags, args=args, updates=updates, seeds_of=seeds_of,
-                diversity_problems=namespace.diversity_problems, diversity_samples=namespace.diversity_samples,
-                started=time.time())
+                frontier=frontier, diversity_problems=namespace.diversity_problems,
+                diversity_samples=namespace.diversity_samples, started=time.time())
 
 
 class Stopwatch:
@@ -123,19 +141,20 @@ class Stopwatch:
             self.minutes[part] = self.minutes.get(part, 0.0) + (time.time() - tick) / 60
 
 
-# Claim 1's frontier (tiny preset): GRPO at more learning rates, spanning 1e-6 to 5e-5 with the calibrated 3e-6,
-# each with updates enough for its path to pass ES's Pass@1 (on dev, 1e-5 gained 0.047 Pass@1 by update 80 and
-# 5e-5 0.10 by 100: report/NOTES.md) and FRONTIER_POINTS trajectory points; ES at twice the calibrated alpha
-# (more Pass@1 per update). Each rate: the first FRONTIER_SEEDS seeds (with 3, the frontier's smallest detectable
-# Pass@32 effect was 5-8x the paper's: report/NOTES.md). Chosen for the span the issue asked for, on no
-# evaluation result; the calibrated runs' rates were chosen on `dev` (report/NOTES.md).
-FRONTIER = {"grpo": {1e-6: 200, 1e-5: 80, 5e-5: 30}, "es": {4e-3: 0}}  # rate -> updates (0: ES's own)
+# Claim 1's frontier (the default of --frontier-lrs and --frontier-alphas, chosen for the tiny preset): GRPO at
+# more learning rates, spanning 1e-6 to 5e-5 with the calibrated 3e-6, each with updates enough for its path to pass
+# ES's Pass@1 (on dev, 1e-5 gained 0.047 Pass@1 by update 80 and 5e-5 0.10 by 100: report/NOTES.md) and
+# FRONTIER_POINTS trajectory points; ES at twice the calibrated alpha (more Pass@1 per update). Each rate: the
+# first FRONTIER_SEEDS seeds (with 3, the frontier's smallest detectable Pass@32 effect was 5-8x the paper's:
+# report/NOTES.md). Chosen for the span the issue asked for, on no evaluation result; the calibrated runs' rates
+# were chosen on `dev` (report/NOTES.md). Another model takes its own by flags (report/real/h200.sh).
+FRONTIER_LRS, FRONTIER_ALPHAS = "1e-6:200,1e-5:80,5e-5:30", "4e-3"  # RATE:UPDATES (none: the schedule's own)
 FRONTIER_SEEDS, FRONTIER_POINTS = 5, 8
 
 
 def frontier_runs(plan: Plan):
     """(name, folder, es_grpo.py flags) of each frontier run (--quick: seed 0, the quick budgets)."""
-    for algo, rates in FRONTIER.items():
+    for algo, rates in plan.frontier.items():
         for rate, updates in rates.items():
             count = plan.updates[algo] if plan.quick or not updates else updates
             name = f"{algo}-{'lr' if algo == 'grpo' else 'alpha'}{rate:g}"
@@ -152,21 +171,35 @@ def schedule_runs(plan: Plan):
     for seed in plan.seeds:
         for name, count in plan.updates.items():
             if seed in plan.seeds_of[name]:
-                every = str(max(1, math.ceil(count / (2 if plan.quick else PATH_POINTS[name]))))
                 yield plan.runs / f"{name}-s{seed}", [*plan.flags, "--algo", name, "--steps", str(count), "--seed",
-                                                      str(seed), "--eval-every", every]
+                                                      str(seed), "--eval-every", path_every(plan, name, count)]
+
+
+def path_every(plan: Plan, name: str, count: int) -> str:
+    return str(max(1, math.ceil(count / (2 if plan.quick else PATH_POINTS[name]))))
+
+
+def null_runs(plan: Plan):
+    """(folder, es_grpo.py flags) of each seed's null ES run (rewards shuffled across members), claim 4's control
+    (its null comparison is a difference over seeds, as its ES comparison is); its path points are ES's."""
+    count = plan.updates["es"]
+    for seed, model in zip(plan.seeds, plan.null_models):
+        yield Path(model).parent, [*plan.flags, "--algo", "es", "--steps", str(count), "--seed", str(seed),
+                                   "--es-null", "--eval-every", path_every(plan, "es", count)]
+
+
+def planned_runs(plan: Plan):
+    """(folder, es_grpo.py flags, why) of every claims run: the schedules', claim 1's frontier, the nulls."""
+    for folder, run_argv in schedule_runs(plan):
+        yield folder, run_argv, f"{run_argv[run_argv.index('--steps') + 1]} updates"
+    for _, folder, run_argv in frontier_runs(plan):
+        yield folder, run_argv, "claim 1's frontier"
+    for folder, run_argv in null_runs(plan):
+        yield folder, run_argv, "the null ES run (rewards shuffled across members)"
 
 
 def train_schedules(plan: Plan):
-    """Every schedule's runs, and a null ES run (rewards shuffled across members) per seed, claim 4's control
-    (its null comparison is a difference over seeds, as its ES comparison is)."""
-    for folder, run_argv in schedule_runs(plan):
-        log(f"reproduce: {folder.name}, {run_argv[run_argv.index('--steps') + 1]} updates")
+    """Every claims run, trained or found finished in OUT/runs."""
+    for folder, run_argv, why in planned_runs(plan):
+        log(f"reproduce: {folder.name}, {why}")
         train_run(folder, run_argv)
-    for _, folder, run_argv in frontier_runs(plan):
-        log(f"reproduce: {folder.name}, claim 1's frontier")
-        train_run(folder, run_argv)
-    for seed, model in zip(plan.seeds, plan.null_models):
-        log(f"reproduce: the null ES run (rewards shuffled across members), seed {seed}")
-        train_run(Path(model).parent, [*plan.flags, "--algo", "es", "--steps", str(plan.updates["es"]), "--seed",
-                                       str(seed), "--es-null"])
