@@ -143,8 +143,11 @@ def test_a_killed_real_model_run_resumes_bit_identical(tmp_path):
     whole = run_scale(*flags, "--out", str(tmp_path / "whole"))
     assert whole.returncode == 0, whole.stderr[-2000:]
     killed = tmp_path / "killed"
+    # the killed run's process gets this one's torch threads (the `real` fixture may have set two): a sum over
+    # two threads rounds differently from one, and the metrics are compared to the last bit
+    threads = {**os.environ, "OMP_NUM_THREADS": str(torch.get_num_threads())}
     process = subprocess.Popen([sys.executable, "-m", "scale.train", *flags, "--out", str(killed)], cwd=ROOT,
-                               stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+                               env=threads, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     deadline = time.time() + 600
     while process.poll() is None and time.time() < deadline:
         metrics = killed / "metrics.jsonl"

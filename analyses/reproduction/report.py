@@ -116,8 +116,9 @@ def calibration_section(evidence: Evidence) -> list[str]:
             " (the rates besides the calibrated ones chosen for their span, on no result)")
     if config["preset"] != "tiny":
         return ["## What the rates could bias", "", f"GRPO's learning rate ({config['grpo_lr']:g}) and ES's alpha "
-                f"({config['es_alpha']:g}) are this report's flags. Claim 1 is read on a frontier, {span}, each "
-                "compared at matched Pass@1, where no single rate decides.", ""]
+                f"({config['es_alpha']:g}) are this report's settings (its flags or the preset's), not calibrated by "
+                f"this command. Claim 1 is read on a frontier, {span}, each compared at matched Pass@1, where no "
+                "single rate decides.", ""]
     return [
         "## What the calibrations could bias", "",
         f"GRPO's learning rate ({config['grpo_lr']:g}) and ES's alpha ({config['es_alpha']:g}) were chosen on the "
