@@ -117,6 +117,11 @@ RAW_ALPHA_SCALES = (8, 25, 80, 250)  # raw rewards' alpha: the z-scored one time
 PATH_POINTS = {"grpo": 4, "es": 3, "grpo-es": 3, "es-grpo": 3}  # trajectory evaluations of each schedule
 
 
+def eval_every(updates: int, points: int) -> str:
+    """--eval-every for about `points` trajectory evaluations along `updates` updates."""
+    return str(max(1, math.ceil(updates / points)))
+
+
 def hyperparameter_arms(out: Path, flags: list[str], seeds: list[int], updates: int, tune_updates: int,
                         scales=RAW_ALPHA_SCALES) -> dict:
     """Claim 6's z-scoring and antithetic parts, at one model size and the ES runs' settings (`flags`): ES with
@@ -136,7 +141,7 @@ def hyperparameter_arms(out: Path, flags: list[str], seeds: list[int], updates: 
         tuning[candidate] = final(summary)["pass@1"]
     raw_alpha = max(tuning, key=tuning.get)
     # the raw arm's path has ES's points: claim 6 compares the two at matched Pass@1, as claim 1 does
-    every = str(max(1, math.ceil(updates / PATH_POINTS["es"])))
+    every = eval_every(updates, PATH_POINTS["es"])
     arms = {"raw": ["--no-es-zscore", "--es-alpha", raw_alpha, "--eval-every", every],
             "antithetic": ["--es-antithetic"]}
     rows = {arm: [final(train_run(out / f"es-{arm}-s{seed}", [*flags, "--algo", "es", *extra, "--steps", str(updates),

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import es_grpo
 from analyses.evaluation import evaluation_args
-from analyses.training import PATH_POINTS, train_run
+from analyses.training import PATH_POINTS, eval_every, train_run
 from es_grpo import log
 from scale.config import Args, parse_args
 
@@ -159,7 +159,7 @@ def frontier_runs(plan: Plan):
             count = plan.updates[algo] if plan.quick or not updates else updates
             name = f"{algo}-{'lr' if algo == 'grpo' else 'alpha'}{rate:g}"
             for seed in plan.seeds[:1 if plan.quick else FRONTIER_SEEDS]:
-                every = str(max(1, math.ceil(count / (2 if plan.quick else FRONTIER_POINTS))))
+                every = eval_every(count, 2 if plan.quick else FRONTIER_POINTS)
                 yield name, plan.runs / f"{name}-s{seed}", [
                     *plan.flags, "--algo", algo, f"--{algo}-{'lr' if algo == 'grpo' else 'alpha'}", f"{rate:g}",
                     "--steps", str(count), "--seed", str(seed), "--eval-every", every]
@@ -175,8 +175,8 @@ def schedule_runs(plan: Plan):
                                                       str(seed), "--eval-every", path_every(plan, name, count)]
 
 
-def path_every(plan: Plan, name: str, count: int) -> str:
-    return str(max(1, math.ceil(count / (2 if plan.quick else PATH_POINTS[name]))))
+def path_every(plan: Plan, name: str, count: int) -> str:  # a schedule's: PATH_POINTS (--quick: 2)
+    return eval_every(count, 2 if plan.quick else PATH_POINTS[name])
 
 
 def null_runs(plan: Plan):

@@ -112,8 +112,7 @@ def calibration_section(evidence: Evidence) -> list[str]:
     config, frontier = evidence.runs["es"]["config"], evidence.plan.frontier
     lrs, alphas = sorted({config["grpo_lr"], *frontier["grpo"]}), 1 + len(frontier["es"])
     count = ("one alpha", "two alphas", "three alphas")[alphas - 1] if alphas <= 3 else f"{alphas} alphas"
-    span = (f"GRPO at learning rates from {lrs[0]:g} to {lrs[-1]:g} and ES at {count}"
-            " (the rates besides the calibrated ones chosen for their span, on no result)")
+    span = f"GRPO at learning rates from {lrs[0]:g} to {lrs[-1]:g} and ES at {count}"
     if config["preset"] != "tiny":
         return ["## What the rates could bias", "", f"GRPO's learning rate ({config['grpo_lr']:g}) and ES's alpha "
                 f"({config['es_alpha']:g}) are this report's settings (its flags or the preset's), not calibrated by "
@@ -126,10 +125,11 @@ def calibration_section(evidence: Evidence) -> list[str]:
         "the tiny preset was chosen\"): GRPO's rate so that its Pass@K loss stays a few points (5e-5 lost "
         "fourteen points of Pass@64 on dev), ES's alpha for its Pass@1 gain with the least Pass@64 lost. Both "
         "choices lean one way: they protect the coverage claim 1 tests, GRPO's against its collapse and ES's "
-        f"against its loss. That is why claim 1 is read on a frontier: {span}, each "
-        "compared at matched Pass@1, where no single rate decides. A larger GRPO rate also drifts further "
-        "(against claim 4's ratio), and a larger alpha drifts further at the same signal (the null run's drift "
-        "grows as alpha): the drift ratio, shown but not scored, follows the calibration more than the method.",
+        f"against its loss. That is why claim 1 is read on a frontier: {span} (the rates besides the calibrated "
+        "ones chosen for their span, on no result), each compared at matched Pass@1, where no single rate "
+        "decides. A larger GRPO rate also drifts further (against claim 4's ratio), and a larger alpha drifts "
+        "further at the same signal (the null run's drift grows as alpha): the drift ratio, shown but not scored, "
+        "follows the calibration more than the method.",
         ""]
 
 
