@@ -496,23 +496,23 @@ def evaluate(run: Context, problems: list[dict], ks=PASS_KS, maj_ks=(MAJ_K,),
     """Pass@K, Maj@K, mean reward, token entropy and length of run.model, from args.eval_samples
     samples a problem, seeded by args.seed."""
     n = run.args.eval_samples
-    scored = sample_and_grade(run, [p for p in problems for _ in range(n)], progress)
-    rewards = torch.tensor([r for part in scored for r in part["rewards"]]).view(len(problems), n)
-    keys = [key for part in scored for key in part["keys"]]
-    correct = rewards == 1.0  # (problems, n)
+    graded = sample_and_grade(run, [p for p in problems for _ in range(n)], progress)
+    per_problem = lambda key: torch.tensor(graded[key], dtype=torch.float64).view(-1, n)  # (P, n)
+    rewards, sums, lengths = (per_problem(key) for key in ("rewards", "entropy_sums", "tokens"))
+    correct, keys = rewards == 1.0, graded["keys"]  # (problems, n)
     result = {f"pass@{k}": float(np.mean([pass_at_k(n, int(c), k) for c in correct.sum(1)]))
               for k in ks if k <= n}
     for k in (k for k in maj_ks if k <= n):
         result[f"maj@{k}"] = float(np.mean([maj_at_k(keys[i * n:(i + 1) * n], row.tolist(), k)
                                             for i, row in enumerate(correct)]))
-    tokens = sum(part["tokens"] for part in scored)
-    return result | {"reward": float(rewards.mean()), "length": tokens / (len(problems) * n),
-                     "entropy": sum(part["entropy_sum"] for part in scored) / max(tokens, 1),
-                     "correct": correct.sum(1).tolist()}  # per problem: curves, intervals (eval.py)
+    return result | {"reward": float(rewards.mean()), "length": float(lengths.mean()),
+                     "entropy": float(sums.sum() / lengths.sum()),
+                     "correct": correct.sum(1).tolist(), "entropy_sums": sums.sum(1).tolist(),
+                     "lengths": lengths.sum(1).tolist()}  # the last three per problem: intervals
 
-def sample_and_grade(run: Context, rows: list[dict], progress: bool) -> list[dict]:
-    """Each chunk of rollout_batch rows' rewards, Maj@K keys, entropy and token sums, in row order;
-    chunks seeded by their first row and dealt out among processes: one process's results."""
+def sample_and_grade(run: Context, rows: list[dict], progress: bool) -> dict[str, list]:
+    """Each row's reward, Maj@K key, entropy sum and tokens, in row order: chunks of rollout_batch
+    rows, seeded by their first row and dealt out among processes, gathered."""
     size, sampling = run.args.rollout_batch, run.args.sampling("eval", run.args.seed)
     prompts = [prompt_text(p, run.tokenizer) for p in rows]
     scored = []  # what is kept of each chunk this process decodes
@@ -522,9 +522,12 @@ def sample_and_grade(run: Context, rows: list[dict], progress: bool) -> list[dic
                             dataclasses.replace(sampling, seed=sampling.seed + start))
         rewards, keys = zip(*(grade(p, t) for p, t in zip(rows[start:start + size], roll.texts)))
         scored.append({"first_row": start, "rewards": list(rewards), "keys": list(keys),
-                       "entropy_sum": float(roll.entropy.sum()), "tokens": roll.tokens})
-    gathered = (part for parts in run.ranks.gather(scored) for part in parts)
-    return sorted(gathered, key=lambda part: part["first_row"])
+                       "entropy_sums": roll.entropy.sum(1).tolist(),  # (rows,) each
+                       "tokens": roll.completion_mask.sum(1).tolist()})
+    chunks = sorted((chunk for ranked in run.ranks.gather(scored) for chunk in ranked),
+                    key=lambda chunk: chunk["first_row"])
+    return {key: [value for chunk in chunks for value in chunk[key]]
+            for key in ("rewards", "keys", "entropy_sums", "tokens")}
 
 # ----------------------------------------------------------------------------- GRPO
 
@@ -666,10 +669,8 @@ def es_step(run: Context, state: ESState, problems: list[dict], seed: int) -> di
     rewards = scores["reward"].float()  # (N,) each member's mean reward
     if args.es_null:  # the control: every member is credited with another's reward
         rewards = rewards[torch.randperm(len(seeds), generator=torch.Generator().manual_seed(seed))]
-    if args.es_zscore:
-        z = zscore(rewards)  # (N,)
-    else:
-        z = (rewards - rewards.mean()) * (rewards.max() > rewards.min())  # (N,)
+    z = zscore(rewards) if args.es_zscore else (  # (N,); raw: centred, zero if all are equal
+        (rewards - rewards.mean()) * (rewards.max() > rewards.min()))
     es_update(state.members, state.master, seeds, z, args.es_alpha, drawn)
     tokens = int(scores["tokens"].sum())
     return {"reward": float(rewards.mean()), "reward_std": float(rewards.std()),
@@ -775,8 +776,7 @@ def record(run: Context, metrics, line: dict, progress: str):
         point = dataclasses.replace(run, args=dataclasses.replace(
             args, eval_samples=args.trajectory_samples))
         line["eval"] = evaluate(point, run.evaluation, (*PASS_KS, args.trajectory_samples), ())
-    metrics.write(strict_json(line) + "\n")
-    metrics.flush()
+    print(strict_json(line), file=metrics, flush=True)
     extra = f"disagree {line['disagreement']:.3f}" if name == "es" else f"kl {line['kl']:.4f}"
     run.ranks.log(f"{name} {progress} reward {line['reward']:.3f} ent {line['entropy']:.3f} "
                   f"{extra} {line['seconds']:.2f}s {line['seq_per_s']:.0f} seq/s")

@@ -270,7 +270,8 @@ def write_paths(out: Path, runs: dict, k: int, matched: dict | None = None, fron
         axes[1, 1].set(xlabel="Pass@1", ylabel="token entropy (nats)", title="entropy against Pass@1")
         axes[0, 0].legend(fontsize=6)
 
-    data = {name: {key: value.mean(tuple(range(1, value.ndim))).tolist() for key, value in path.items()}
+    data = {name: {key: value.mean(tuple(range(1, value.ndim))).tolist() for key, value in path.items()
+                   if key not in ("entropy_sums", "entropy_tokens")}  # interval() data: `entropy` is their ratio
             for name, path in {**paths, **extra}.items()}
     summary = {name: {"points": len(path["update"]), "last_update": int(path["update"][-1]),
                       "sequences": int(path["sequences"][-1]), "seconds": float(path["seconds"][-1])}

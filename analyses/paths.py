@@ -9,7 +9,7 @@ import numpy as np
 
 import es_grpo
 from analyses.evaluation import curve_ks, final
-from analyses.statistics import interval, per_model, per_problem
+from analyses.statistics import entropy_arrays, entropy_by_problem, entropy_data, interval, per_problem, token_entropy
 
 LABELS = {"base": "base", "grpo": "GRPO", "es": "ES", "grpo-es": "GRPO->ES", "es-grpo": "ES->GRPO"}
 
@@ -35,9 +35,9 @@ def read_metrics(run: Path) -> list[dict]:
 
 def path_point(where: dict, result: dict, n: int, k: int) -> dict:
     """A path point: the compute spent so far (`where`), per-problem Pass@1 and Pass@k from an evaluation's
-    counts of right answers among n samples, and its token entropy."""
+    counts of right answers among n samples, and its token entropy (and per problem: entropy_by_problem)."""
     return {**where, "pass@1": per_problem(result["correct"], n, 1), f"pass@{k}": per_problem(result["correct"], n, k),
-            "entropy": result["entropy"]}
+            "entropy": result["entropy"], **entropy_by_problem(result, len(result["correct"]))}
 
 
 def run_path(run: Path, k: int) -> list[dict]:
@@ -76,12 +76,12 @@ def finals_array(rows: list[dict], n: int, k: int) -> np.ndarray:
 
 def path_arrays(paths: list[list[dict]], k: int) -> dict:
     """The seeds' paths of one schedule (the same points: the same settings): compute axes (points,), means
-    over seeds; pass@1 and pass@k (points, seeds, P); entropy (points, seeds)."""
+    over seeds; pass@1, pass@k and entropy_by_problem's two (points, seeds, P); entropy (points, seeds)."""
     points = min(map(len, paths))
     axes = {axis: np.array([np.mean([path[i][axis] for path in paths]) for i in range(points)])
             for axis in ("update", "sequences", "tokens", "seconds")}
     scores = {key: np.stack([np.stack([path[i][key] for path in paths]) for i in range(points)])
-              for key in ("pass@1", f"pass@{k}")}
+              for key in ("pass@1", f"pass@{k}", "entropy_sums", "entropy_tokens")}
     return axes | scores | {"entropy": np.array([[path[i]["entropy"] for path in paths] for i in range(points)])}
 
 
@@ -119,18 +119,17 @@ def matched(end: dict, path: dict, axis: str, k: int) -> dict:
             "where": where}
 
 
-def matched_entropy(end: dict, path: dict, base: np.ndarray) -> dict:
+def matched_entropy(end: dict, path: dict, base: list[dict]) -> dict:
     """ES's token entropy at its end minus another schedule's where that schedule's path reaches ES's Pass@1
     (`difference`), and that path's entropy there over the base model's minus 1 (`relative`: -1 would be a
-    total collapse). end, path: end_of's and path_arrays' (with `entropy`, (seeds,) and (points, seeds)); base:
-    (seeds,). Entropy is one number a model: its interval rests on the seeds, and on the problems only through
-    where the path matches."""
-    problems = end["pass@1"].shape[-1]
-    data = {"e1": end["pass@1"], "p1": path["pass@1"], "ee": per_model(end["entropy"], problems),
-            "pe": per_model(path["entropy"], problems), "be": per_model(base, problems)}
-    at = lambda m: at_level(m["p1"], m["pe"], m["e1"])  # noqa: E731  the path's entropy at ES's Pass@1
-    return {"difference": interval(lambda m: m["ee"] - at(m), data),
-            "relative": interval(lambda m: at(m) / m["be"] - 1, data)}
+    total collapse). end, path: end_of's and path_arrays'; base: the base model's evaluations, one a seed.
+    Evaluations without per-problem entropy (entropy_by_problem): the interval rests on the seeds, and on the
+    problems only through where the path matches."""
+    data = {"e1": end["pass@1"], "p1": path["pass@1"], **entropy_data("ee", end), **entropy_data("pe", path),
+            **entropy_data("be", entropy_arrays(base, end["pass@1"].shape[-1]))}
+    at = lambda m: at_level(m["p1"], token_entropy(m, "pe"), m["e1"])  # noqa: E731  the path's, at ES's Pass@1
+    return {"difference": interval(lambda m: token_entropy(m, "ee") - at(m), data),
+            "relative": interval(lambda m: at(m) / token_entropy(m, "be") - 1, data)}
 
 
 def load_runs(out: Path, seeds_of: dict[str, list[int]], k: int) -> dict:
@@ -152,6 +151,7 @@ def end_of(run: dict, k: int) -> dict:
     n = run["config"]["eval_samples"]
     return {"pass@1": finals_array(run["finals"], n, 1), f"pass@{k}": finals_array(run["finals"], n, k),
             "entropy": np.array([row["entropy"] for row in run["finals"]]),  # (seeds,)
+            **entropy_arrays(run["finals"], len(run["finals"][0]["correct"])),  # (seeds, P) each
             "update": run["config"]["steps"], **{key: float(np.mean(v)) for key, v in run["totals"].items()}}
 
 

@@ -20,6 +20,7 @@ PAPER_EFFECTS = {"es_pass1_gain": 0.005, "es_passk_change": 0.007, "passk_es_min
 # paper's size.
 TOLERANCE = PAPER_EFFECTS["es_passk_change"] / 2
 DRAWS = 1000
+NO_SPREAD = 1e-12  # a standard error below this is rounding, not spread: Pass@K, entropy and their changes are O(1)
 
 
 def per_problem(correct, n: int, k: int) -> np.ndarray:
@@ -29,10 +30,46 @@ def per_problem(correct, n: int, k: int) -> np.ndarray:
     return np.array([es_grpo.pass_at_k(n, int(c), k) for c in counts.ravel()], dtype=float).reshape(counts.shape)
 
 
-def per_model(values, problems: int) -> np.ndarray:
-    """A number per model (entropy: (..., seeds)) as interval() takes per-problem arrays, (..., seeds, P): the same
-    on every problem, so that its interval rests on the seeds."""
-    return np.repeat(np.asarray(values, dtype=float)[..., None], problems, -1)
+def entropy_by_problem(row: dict, problems: int) -> dict[str, np.ndarray]:
+    """One evaluation's token entropy as interval() takes it: per problem, the entropy summed over its samples'
+    tokens (`entropy_sums`) and those tokens (`entropy_tokens`), (P,) each, both over the mean tokens a problem,
+    so that the ratio of their means over problems is the entropy (token_entropy) and a bootstrap of problems
+    draws its spread over problems and samples. An evaluation that kept no per-problem sums (made before
+    they were kept): its entropy on every problem, tokens 1, so that its interval rests on the seeds alone."""
+    sums, tokens = row.get("entropy_sums"), row.get("lengths")
+    if sums is None or len(sums) != problems:
+        return {"entropy_sums": np.full(problems, np.asarray(row["entropy"], dtype=float)),
+                "entropy_tokens": np.ones(problems)}
+    scale = float(np.mean(tokens))  # vLLM's entropy is NaN (null): its sums too
+    return {"entropy_sums": np.asarray(sums, dtype=float) / scale,
+            "entropy_tokens": np.asarray(tokens, dtype=float) / scale}
+
+
+def entropy_arrays(rows: list[dict], problems: int) -> dict[str, np.ndarray]:
+    """entropy_by_problem of one model per row (a seed), (seeds, P) each: the ratio of their means is the mean of
+    the seeds' entropies."""
+    parts = [entropy_by_problem(row, problems) for row in rows]
+    return {key: np.stack([part[key] for part in parts]) for key in ("entropy_sums", "entropy_tokens")}
+
+
+def entropy_data(name: str, arrays: dict) -> dict[str, np.ndarray]:
+    """The two entropy arrays of entropy_arrays (path_arrays, end_of) as interval()'s data, NAME and NAME_tokens."""
+    return {name: arrays["entropy_sums"], f"{name}_tokens": arrays["entropy_tokens"]}
+
+
+def token_entropy(means: dict, name: str) -> np.ndarray:
+    """In a statistic of interval(): the token entropy of entropy_data's NAME, per draw."""
+    return means[name] / means[f"{name}_tokens"]
+
+
+def entropy_change(finals: list[dict], base: list[dict], relative: bool = False) -> Interval:
+    """A model's token entropy at its end minus the base model's (relative: over it, minus 1), seed for seed,
+    with its interval over problems and seeds."""
+    problems = len(base[0]["correct"])
+    data = entropy_data("a", entropy_arrays(finals, problems)) | entropy_data("b", entropy_arrays(base, problems))
+    if relative:
+        return interval(lambda m: token_entropy(m, "a") / token_entropy(m, "b") - 1, data)
+    return interval(lambda m: token_entropy(m, "a") - token_entropy(m, "b"), data)
 
 
 # Student's t quantiles, two-sided 95% (0.975) and 80% power (0.80), by degrees of freedom; larger df: normal.
@@ -59,6 +96,14 @@ class Interval(tuple):
         self.se, self.df, self.dropped = se, df, dropped
         self.detectable = (t_quantile(T_975, df, 1.960) + t_quantile(T_80, df, 0.842)) * se
         return self
+
+
+def informative(ci) -> bool:
+    """Whether an interval measured any spread. One that did not (se 0, or rounding's: one seed of a number a
+    model, or two models whose samples did not differ on any problem) has seen no variation to measure
+    uncertainty by: its width of 0 is not precision, so no condition is decided on it, and shown() says so. A
+    bare (estimate, low, high) is taken as given (the rules' tests)."""
+    return not getattr(ci, "se", 1.0) <= NO_SPREAD  # an se of NaN: the rules' non-finite case
 
 
 def interval(statistic, data: dict[str, np.ndarray], draws: int = DRAWS, seed: int = 0) -> Interval:
@@ -122,9 +167,9 @@ VERDICTS = {  # each verdict word, what it means: REPORT.md's header and its tab
 def rises(ci, margin: float | None = None) -> bool | str | None:
     """X rises: True if the interval is above 0 (SMALL if, with a margin, it is also wholly below it); False
     if it is wholly below 0, or at or below 0 and wider than the margin; EQUIVALENT if it is inside
-    (-margin, margin) across 0; None (undecided) otherwise."""
+    (-margin, margin) across 0; None (undecided) otherwise, and for an interval that measured no spread."""
     low, high = ci[1], ci[2]
-    if not (np.isfinite(low) and np.isfinite(high)):
+    if not (np.isfinite(low) and np.isfinite(high) and informative(ci)):
         return None
     if low > 0:
         return SMALL if margin is not None and high < margin else True
@@ -136,17 +181,21 @@ def rises(ci, margin: float | None = None) -> bool | str | None:
 
 
 def falls(ci, margin: float | None = None) -> bool | str | None:
-    return rises((-ci[0], -ci[2], -ci[1]), margin)
+    return rises((-ci[0], -ci[2], -ci[1]), margin) if informative(ci) else None
 
 
 def keeps(ci, margin: float = TOLERANCE) -> bool | None:
     """No fall of the margin's size: True if the interval's lower end is above -margin, False if all of it
-    is below."""
+    is below (None: neither, or no spread measured)."""
+    if not informative(ci):
+        return None
     return True if ci[1] >= -margin else False if ci[2] < -margin else None
 
 
 def no_gain(ci, margin: float = TOLERANCE) -> bool | None:
     """"X gives no benefit": True if the interval's upper end is below the margin, False if it is above 0."""
+    if not informative(ci):
+        return None
     return True if ci[2] < margin else False if ci[1] > 0 else None
 
 
@@ -206,9 +255,10 @@ def seeds_share(ci, seeds: int) -> float:
 def seeds_for(ci, target: float, seeds: int, most: int = 200) -> int | None:
     """The fewest seeds, problems and samples as now, at which the interval's test detects `target` with 80%
     power (the seeds' part of the variance shrinks as 1 / seeds, the problems' part stays); None if more
-    seeds cannot (the problems' part alone is too large, or more than `most` would be needed)."""
+    seeds cannot (the problems' part alone is too large, or more than `most` would be needed) or the interval
+    measured no spread."""
     variance = getattr(ci, "se", float("nan")) ** 2
-    if not np.isfinite(variance) or not np.isfinite(target):
+    if not (np.isfinite(variance) and informative(ci) and np.isfinite(target)):
         return None
     if getattr(ci, "detectable", float("inf")) <= target:
         return seeds
@@ -225,9 +275,9 @@ def seeds_for(ci, target: float, seeds: int, most: int = 200) -> int | None:
 def problems_for(ci, target: float, seeds: int) -> float | None:
     """How many times the problems (or independent samples of them) as now, seeds as now, the interval's test
     needs to detect `target` with 80% power: the problems' part of the variance shrinks as 1 / problems;
-    None if the seeds' part alone is too large."""
+    None if the seeds' part alone is too large, or the interval measured no spread."""
     variance = getattr(ci, "se", float("nan")) ** 2
-    if not np.isfinite(variance) or not np.isfinite(target):
+    if not (np.isfinite(variance) and informative(ci) and np.isfinite(target)):
         return None
     over_seeds = variance * seeds_share(ci, seeds)
     room = (target * ci.se / ci.detectable) ** 2 - over_seeds  # the problems' part allowed (its t)
@@ -235,9 +285,9 @@ def problems_for(ci, target: float, seeds: int) -> float | None:
 
 
 def detectable(ci) -> str:
-    """The smallest effect the interval's test detects with 80% power ("-" where unknown)."""
+    """The smallest effect the interval's test detects with 80% power ("-" where unknown: no spread measured)."""
     value = getattr(ci, "detectable", float("nan"))
-    return f"{value:.3f}" if np.isfinite(value) else "-"
+    return f"{value:.3f}" if np.isfinite(value) and informative(ci) else "-"
 
 
 def power(ci, effect: str) -> str:
@@ -247,9 +297,12 @@ def power(ci, effect: str) -> str:
 
 def shown(ci, digits: int = 3) -> str:
     """The estimate and its interval; "-" where there is no estimate (a level a path never reaches), and the
-    share of problem draws where the statistic was undefined, if any (they are left out of its se)."""
+    share of problem draws where the statistic was undefined, if any (they are left out of its se); an interval
+    that measured no spread, the estimate alone, said so."""
     if not np.isfinite(ci[0]):
         return "-"
+    if not informative(ci):
+        return f"{ci[0]:+.{digits}f} (no spread measured)"
     dropped = getattr(ci, "dropped", 0.0)
     return f"{ci[0]:+.{digits}f} [{ci[1]:+.{digits}f}, {ci[2]:+.{digits}f}]" + (
         f" ({dropped:.0%} of draws undefined)" if dropped > 0 else "")

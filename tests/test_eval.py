@@ -421,6 +421,43 @@ def test_an_interval_says_what_it_rests_on_and_what_it_could_detect():
     assert np.allclose(again, direct) and again.detectable == pytest.approx(direct.detectable)
 
 
+def evaluations(entropies, rng, problems=80, samples=16) -> list[dict]:
+    """One evaluation a seed as es_grpo.evaluate keeps it, at each token entropy of `entropies`: per problem,
+    its entropy sum and tokens (lengths differ by problem, each problem's entropy a token about the seed's)."""
+    rows = []
+    for entropy in entropies:
+        lengths = rng.integers(5, 40, problems) * samples
+        sums = (entropy + rng.normal(0, 0.1, problems)) * lengths
+        rows.append({"correct": [0] * problems, "entropy": float(sums.sum() / lengths.sum()),
+                     "entropy_sums": sums.tolist(), "lengths": lengths.tolist()})
+    return rows
+
+
+def test_an_entropy_interval_rests_on_the_problems_and_an_interval_of_no_spread_decides_nothing():
+    """One seed: a token entropy kept per problem gets an interval over problems, which finds a planted fall
+    of 0.1 nats and not a fall where there is none (the control); kept as one number a model (evaluations
+    made before), its interval has no spread: it decides nothing and names no detectable effect, where the
+    same bare (estimate, low, high) would be read as decided."""
+    rng = np.random.default_rng(4)
+    base, fallen, same = (evaluations([entropy], rng) for entropy in (1.4, 1.3, 1.4))
+    change = statistics.entropy_change(fallen, base)
+    assert change[0] == pytest.approx(fallen[0]["entropy"] - base[0]["entropy"])  # the token-weighted entropies
+    assert change.se > 0 and change[1] < change[0] < change[2] and statistics.falls(change) is True
+    assert statistics.falls(statistics.entropy_change(same, base)) is None
+    relative = statistics.entropy_change(fallen, base, relative=True)
+    assert relative[0] == pytest.approx(fallen[0]["entropy"] / base[0]["entropy"] - 1) and relative[2] < 0
+    bare = lambda rows: [{"correct": row["correct"], "entropy": row["entropy"]} for row in rows]  # noqa: E731
+    blind = statistics.entropy_change(bare(fallen), bare(base))
+    assert blind[0] == pytest.approx(change[0]) and not statistics.informative(blind)
+    assert statistics.shown(blind) == f"{blind[0]:+.3f} (no spread measured)"
+    assert statistics.falls(blind) is None and statistics.rises(blind, 0.07) is None
+    assert statistics.keeps(blind) is None and statistics.no_gain(blind) is None
+    assert statistics.detectable(blind) == "-" and statistics.seeds_for(blind, 0.07, 1) is None
+    assert statistics.falls(tuple(blind)) is True  # the control: the bare triple, read as decided
+    seeds = statistics.entropy_change(bare(evaluations([1.3, 1.32, 1.28], rng)), bare(base * 3))
+    assert seeds.se > 0 and seeds.df == 2  # as one number a model, over seeds: the seeds' spread alone
+
+
 def test_the_power_plan_reads_the_seeds_share_back_from_an_interval():
     """seeds_share (from the Welch-Satterthwaite degrees of freedom) against the seeds' part measured directly
     (the same interval over the seeds' per-problem means: its jackknife alone), on crossed designs whose seed

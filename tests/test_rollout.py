@@ -1,6 +1,7 @@
 """Decoding: left padding, the KV cache, seeded sampling shared out by rows, nucleus sampling, shared prompts."""
 import dataclasses
 
+import numpy as np
 import pytest
 import torch
 
@@ -81,3 +82,22 @@ def test_eval_top_p_keeps_only_the_nucleus(tiny):
     greedy = completions(eval_temperature=0.0)
     assert completions(eval_top_p=1e-6) == greedy
     assert completions() != greedy  # the control: the full distribution at this temperature is not greedy
+
+
+def test_evaluate_keeps_each_problems_entropy_sum_and_tokens_and_they_add_up(tiny):
+    """evaluate's per-problem entropy sums and token counts (what an entropy interval over problems reads):
+    their totals give its token entropy and mean length, each problem's own rollout gives its entry, and the
+    problems differ (their spread is what the interval measures)."""
+    model, tokenizer = tiny
+    problems = es_grpo.generate_problems("countdown", 5, seed=7)
+    args = es_grpo.Args(eval_samples=16, eval_temperature=1.0, max_new_tokens=8, rollout_batch=24)
+    result = es_grpo.evaluate(es_grpo.Context(args, model, tokenizer), problems)
+    sums, lengths = np.array(result["entropy_sums"]), np.array(result["lengths"])
+    assert sums.shape == lengths.shape == (5,) and len(set(sums.round(6))) == 5
+    assert sums.sum() / lengths.sum() == pytest.approx(result["entropy"], rel=1e-12)
+    assert lengths.sum() / (5 * 16) == pytest.approx(result["length"], rel=1e-12)
+    rows = [es_grpo.prompt_text(p, tokenizer) for p in problems for _ in range(16)]
+    # the second chunk of 24 rows, seeded by its first row: problem 2 is its rows 8-23 (32-47 of all)
+    chunk = es_grpo.rollout(model, tokenizer, rows[24:48], dataclasses.replace(args.sampling("eval", 0), seed=24))
+    assert float(chunk.entropy[8:].sum()) == pytest.approx(sums[2], rel=1e-5)
+    assert int(chunk.completion_mask[8:].sum()) == lengths[2]

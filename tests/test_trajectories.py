@@ -65,10 +65,29 @@ def report(tmp_path, folders, base):
     return json.loads((tmp_path / "real" / "report.json").read_text()), (tmp_path / "real" / "REPORT.md").read_text()
 
 
+def keep_entropy_by_problem(files, rng):
+    """Every evaluation in these metrics.jsonl and pass_at_k.json files with its entropy kept per problem too,
+    as es_grpo.evaluate keeps it: problems of different lengths, each one's entropy a token near the model's."""
+    def kept(evaluation):
+        lengths = rng.integers(10, 40, PROBLEMS) * SAMPLES
+        sums = (evaluation["entropy"] + rng.normal(0, 0.05, PROBLEMS)) * lengths
+        return evaluation | {"entropy_sums": sums.tolist(), "lengths": lengths.tolist(),
+                             "entropy": float(sums.sum() / lengths.sum())}
+    for path in files:
+        if path.name == "metrics.jsonl":
+            lines = [json.loads(line) for line in path.read_text().splitlines()]
+            path.write_text("".join(json.dumps(line | {"eval": kept(line["eval"])}) + "\n" for line in lines))
+        else:
+            data = json.loads(path.read_text())
+            path.write_text(json.dumps(data | {"models": {"base": kept(data["models"]["base"])}}))
+
+
 @pytest.mark.parametrize("es_entropy, grpo_entropy, expected", [(1.4, 0.05, "holds"), (0.05, 1.4, "fails")])
 def test_a_planted_entropy_collapse_decides_claim_1s_entropy_condition_and_its_reverse_fails(
         tmp_path, es_entropy, grpo_entropy, expected):
-    data, text = report(tmp_path, planted(tmp_path, es_entropy, grpo_entropy), write_base(tmp_path))
+    folders, base = planted(tmp_path, es_entropy, grpo_entropy), write_base(tmp_path)
+    keep_entropy_by_problem([base, *(folder / "metrics.jsonl" for folder in folders)], np.random.default_rng(6))
+    data, text = report(tmp_path, folders, base)
     assert data["roles"] == {"es": "es-s0", "null": "es-null-s0", "grpo": "grpo-lr1e-05-s0"}
     conditions = text.split("Conditions: ")[1].split("\n")[0]
     assert f"entropy above GRPO's frontier: {expected}" in conditions
@@ -90,3 +109,22 @@ def test_a_base_evaluated_otherwise_is_refused_in_one_line(tmp_path):
     folders = planted(tmp_path, 1.4, 0.05)
     with pytest.raises(es_grpo.BadInput, match="evaluated otherwise than the base.*eval_split"):
         report(tmp_path, folders, write_base(tmp_path, eval_split="dev"))
+
+
+def test_one_seeds_entropy_intervals_rest_on_the_problems_where_the_evaluations_kept_them(tmp_path):
+    """Entropy kept as one number a model (the first lease's runs): one seed's entropy change has no spread
+    (se 0), and the report says so; kept per problem, the same comparisons get intervals over problems, and
+    the planted collapse is still decided."""
+    folders, base = planted(tmp_path, 1.4, 0.05), write_base(tmp_path)
+    data, text = report(tmp_path, folders, base)
+    estimate, low, high = data["null_control"]["entropy_change"]["es"]
+    assert low == pytest.approx(high, abs=1e-12) and "one number a model" in text
+    assert "after 18 updates, -0.96 (no spread measured)" in data["claim1"][2]  # GRPO's entropy fall at its end
+    keep_entropy_by_problem([base, *(folder / "metrics.jsonl" for folder in folders)], np.random.default_rng(5))
+    data, text = report(tmp_path, folders, base)
+    for role in ("es", "null"):
+        estimate, low, high = data["null_control"]["entropy_change"][role]
+        assert low < estimate < high and high - low < 0.1
+    assert "entropy above GRPO's frontier: holds" in text
+    assert "after 18 updates, -0.97 [-0.98, -0.96]" in data["claim1"][2]  # GRPO's fall: now with a spread
+    assert "one number a model" not in text

@@ -12,8 +12,8 @@ from analyses.paths import end_of, finals_array, matched_entropy, path_arrays
 from analyses.reproduction.evidence import Evidence
 from analyses.reproduction.matching import claim1_matched_values, frontier_values, zscore_at_matched_pass1
 from analyses.statistics import (CATASTROPHIC_SHARE, ENTROPY_MARGIN_SHARE, PAPER_EFFECTS, TOLERANCE, Condition,
-                                 Interval, detectable, interval, keeps, no_gain, paired_difference, per_problem,
-                                 power, rises, saved_interval, shown, verdict)
+                                 Interval, detectable, entropy_change, interval, keeps, no_gain, paired_difference,
+                                 per_problem, power, rises, saved_interval, shown, verdict)
 from analyses.weights import RANDOM_MASKS, gaussian_kept_share, module_kinds_match
 
 CLAIMS = {1: "ES raises Pass@1 and keeps Pass@K; GRPO's entropy collapses and its Pass@K falls",
@@ -56,19 +56,16 @@ def claim1_values(evidence: Evidence) -> dict:
     runs, rows, k = evidence.runs, evidence.rows, evidence.plan.k
     n = runs["es"]["config"]["eval_samples"]
     base = finals_array(runs["es"]["base"], n, k)
-    entropy = lambda rows: np.array([[row["entropy"]] for row in rows])  # noqa: E731  (seeds, 1)
-    at_es = matched_entropy(end_of(runs["es"], k), path_arrays(runs["grpo"]["paths"], k),
-                            entropy(runs["grpo"]["base"])[:, 0])
-    base_entropy = float(entropy(runs["grpo"]["base"]).mean())
+    at_es = matched_entropy(end_of(runs["es"], k), path_arrays(runs["grpo"]["paths"], k), runs["grpo"]["base"])
+    base_entropy = float(np.mean([row["entropy"] for row in runs["grpo"]["base"]]))
     values = {"k": k, "es_pass1_gain": es_pass1_gain(evidence), "entropy_margin": ENTROPY_MARGIN_SHARE * base_entropy,
               "entropy_es_minus_grpo_at_es_pass1": at_es["difference"],
               "grpo_entropy_relative_change_at_es_pass1": at_es["relative"],
               "grpo_updates": runs["grpo"]["config"]["steps"],
               "es_passk_change": paired_difference(finals_array(runs["es"]["finals"], n, k), base),
-              "grpo_entropy_change": paired_difference(entropy(runs["grpo"]["finals"]),
-                                                       entropy(runs["grpo"]["base"])),
-              "grpo_entropy_relative_change": interval(lambda m: m["a"] / m["b"] - 1, {
-                  "a": entropy(runs["grpo"]["finals"]), "b": entropy(runs["grpo"]["base"])}),
+              "grpo_entropy_change": entropy_change(runs["grpo"]["finals"], runs["grpo"]["base"]),
+              "grpo_entropy_relative_change": entropy_change(runs["grpo"]["finals"], runs["grpo"]["base"],
+                                                             relative=True),
               "grpo_passk_change": paired_difference(finals_array(runs["grpo"]["finals"], n, k), base),
               "passk_es_minus_grpo_at_es_pass1": rows["ES vs GRPO, at ES's Pass@1"][f"pass@{k}"]}
     return values | claim1_matched_values(evidence) | (frontier_values(evidence) if evidence.frontier else {})

@@ -7,7 +7,7 @@ import numpy as np
 
 from analyses.paths import at_level, end_of, finals_array, matched, path_arrays
 from analyses.reproduction.evidence import Evidence
-from analyses.statistics import DRAWS, Interval, interval, per_model
+from analyses.statistics import DRAWS, Interval, entropy_change, entropy_data, interval, token_entropy
 
 
 def claim1_matched_values(evidence: Evidence) -> dict:
@@ -45,12 +45,14 @@ def frontier_values(evidence: Evidence) -> dict:
     runs, k = {**evidence.frontier, "grpo": evidence.runs["grpo"], "es": evidence.runs["es"]}, evidence.plan.k
     seeds = min(len(run["finals"]) for run in runs.values())
     grpo = [path_arrays(run["paths"][:seeds], k) for name, run in runs.items() if name.startswith("grpo")]
-    problems = grpo[0]["pass@1"].shape[-1]
-    paths = {f"{key}_{i}": (path[key] if key != "entropy" else per_model(path[key], problems))
-             for i, path in enumerate(grpo) for key in ("pass@1", f"pass@{k}", "entropy")}
+    paths = {}  # every GRPO path's arrays, the path's number after each name
+    for i, path in enumerate(grpo):
+        paths |= {f"pass@1_{i}": path["pass@1"], f"pass@{k}_{i}": path[f"pass@{k}"],
+                  **entropy_data(f"entropy_{i}", path)}
+    value = lambda m, key, i: token_entropy(m, f"{key}_{i}") if key == "entropy" else m[f"{key}_{i}"]  # noqa: E731
 
     def envelope(m, key):  # (draws,) the best GRPO path's `key` where it reaches ES's Pass@1, nan if none does
-        reached = np.stack([at_level(m[f"pass@1_{i}"], m[f"{key}_{i}"], m["e1"]) for i in range(len(grpo))])
+        reached = np.stack([at_level(m[f"pass@1_{i}"], value(m, key, i), m["e1"]) for i in range(len(grpo))])
         return np.where(np.isfinite(reached).any(0), np.nanmax(np.where(np.isfinite(reached), reached, -np.inf), 0),
                         np.nan)
     result = {"frontier_rates": {name: len(run["finals"]) for name, run in runs.items()}, "frontier_seeds": seeds,
@@ -59,12 +61,12 @@ def frontier_values(evidence: Evidence) -> dict:
         if name.startswith("es"):
             end = end_of(run, k)
             data = {"e1": end["pass@1"][:seeds], "ek": end[f"pass@{k}"][:seeds],
-                    "ee": per_model(end["entropy"][:seeds], problems), **paths}
-            result[f"frontier_entropy_{name}"] = interval(lambda m: m["ee"] - envelope(m, "entropy"), data)
+                    **{key: array[:seeds] for key, array in entropy_data("ee", end).items()}, **paths}
+            result[f"frontier_entropy_{name}"] = interval(lambda m: token_entropy(m, "ee") - envelope(m, "entropy"),
+                                                          data)
             result[f"frontier_passk_{name}"] = interval(lambda m: m["ek"] - envelope(m, f"pass@{k}"), data)
         else:
-            finals, base = (np.array([[row["entropy"]] for row in run[key]]) for key in ("finals", "base"))
-            result[f"entropy_fall_{name}"] = interval(lambda m: m["a"] / m["b"] - 1, {"a": finals, "b": base})
+            result[f"entropy_fall_{name}"] = entropy_change(run["finals"], run["base"], relative=True)
     return result
 
 

@@ -14,8 +14,8 @@ from analyses.forgetting import SATURATED
 from analyses.paths import LABELS, heldout_families
 from analyses.reproduction.claims import Claim
 from analyses.reproduction.evidence import Evidence
-from analyses.statistics import (CATASTROPHIC_SHARE, ENTROPY_MARGIN_SHARE, PAPER_EFFECTS, TOLERANCE,
-                                 VERDICTS, Interval, detectable, mean_std, per_problem, problems_for, reachable,
+from analyses.statistics import (CATASTROPHIC_SHARE, ENTROPY_MARGIN_SHARE, PAPER_EFFECTS, TOLERANCE, VERDICTS,
+                                 Interval, detectable, informative, mean_std, per_problem, problems_for, reachable,
                                  seeds_for, shown)
 from es_grpo import markdown_table
 
@@ -84,7 +84,7 @@ def report_header(evidence: Evidence) -> list[str]:
         "against 0 and a margin: *rises* holds when the interval is above 0, is *small* when it is above 0 and "
         "wholly below the margin (real, smaller than the margin), *equivalent* when it lies inside (-margin, "
         "margin) across 0 (no effect of the margin's size), fails when it is wholly below 0; *keeps* holds when its "
-        "lower end is above -margin. Margins: Pass@K and Pass@1, "
+        "lower end is above -margin; none is decided on an interval of no spread (se 0). Margins: Pass@K and Pass@1, "
         f"{TOLERANCE:g} (half the paper's smallest Pass@K effect, ES's Pass@32 gain of "
         f"{PAPER_EFFECTS['es_passk_change']:g}, so that no margin hides an effect of the paper's size); token "
         f"entropy, {ENTROPY_MARGIN_SHARE:g} of the base model's, in nats (the paper's collapse, after Cui et al.: "
@@ -384,7 +384,7 @@ def power_section(evidence: Evidence, claims: list[Claim]) -> list[str]:
 def power_row(number: int, c, seeds: int, per_seed: float) -> str:
     """A condition's row of the power plan; per_seed: the minutes of runs one more seed costs."""
     target = c.effect if c.effect is not None else c.margin
-    if c.outcome is not None:
+    if c.outcome is not None or not informative(c.value):  # decided, or no spread to plan from
         return f"| {number} | {c.name} | {outcome_word(c.outcome)} | {detectable(c.value)} | {target:.4g} | - | - | - |"
     needed, factor = seeds_for(c.value, target, seeds), problems_for(c.value, target, seeds)
     excess = (c.value.detectable / target) ** 2  # seeds and problems both times this: the variance over it

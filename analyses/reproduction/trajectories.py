@@ -24,7 +24,8 @@ from analyses.paths import LABELS, matched, path_arrays, path_point, read_metric
 from analyses.reproduction.claims import claim1, claim1_values
 from analyses.reproduction.pilot import entropy_difference_variance
 from analyses.reproduction.report import outcome_word
-from analyses.statistics import PAPER_EFFECTS, detectable, interval, paired_difference, per_problem, shown
+from analyses.statistics import (PAPER_EFFECTS, detectable, entropy_change, interval, paired_difference, per_problem,
+                                 shown)
 
 K = 32  # the large K of the verdicts, as the tiny report's
 SETTINGS = ("eval_split", "eval_temperature", "max_new_tokens", "task", "seed")  # a base must share them
@@ -96,7 +97,7 @@ def judge_claim1(runs: dict, parts: dict):
 
 def null_control(runs: dict, parts: dict) -> dict:
     """ES minus the null ES run (rewards shuffled across members) at their ends, the same updates: Pass@1 and
-    Pass@K, paired over problems; and each one's entropy change from the base."""
+    Pass@K, paired over problems; and each one's token entropy change from the base (statistics.entropy_change)."""
     if "null" not in parts:
         return {}
     es, null = runs[parts["es"]], runs[parts["null"]]
@@ -104,7 +105,7 @@ def null_control(runs: dict, parts: dict) -> dict:
     return {"updates": (es["config"]["steps"], null["config"]["steps"]),
             **{f"pass@{k}": paired_difference(per_problem([ends["es"]], K, k), per_problem([ends["null"]], K, k))
                for k in (1, K)},
-            "entropy_change": {role: runs[parts[role]]["finals"][0]["entropy"] - es["base"][0]["entropy"]
+            "entropy_change": {role: entropy_change(runs[parts[role]]["finals"], es["base"])
                                for role in ("es", "null")}}
 
 
@@ -233,7 +234,7 @@ def report_lines(runs: dict, parts: dict, claim, control: dict, rows: dict, curv
                   f"ES minus the null run (rewards shuffled across members), after {es_updates} and {null_updates} "
                   f"updates: Pass@1 {shown(control['pass@1'])} (detectable {detectable(control['pass@1'])}), "
                   f"Pass@{K} {shown(control[f'pass@{K}'])}; token entropy change from the base: ES "
-                  f"{change['es']:+.3f}, null {change['null']:+.3f} nats.", ""]
+                  f"{shown(change['es'])}, null {shown(change['null'])} nats.", ""]
     ks = curve_ks(K)
     lines += ["## Pass@K of each run's end", "", "| model | " + " | ".join(f"pass@{k}" for k in ks) +
               " | base overtakes at K |", "|---|" + "---|" * (len(ks) + 1)]
@@ -241,23 +242,29 @@ def report_lines(runs: dict, parts: dict, claim, control: dict, rows: dict, curv
               f" | {curve.get('base_overtakes_at_K') or '-'} |" for name, curve in curves.items()]
     return lines + ["", "![paths](paths.png)", "", "*Paths of the ES and GRPO runs (and, dashed, the others) in the "
                     f"(Pass@1, Pass@{K}) and (Pass@1, entropy) planes and along sequences generated.*", "",
-                    "![Pass@K](pass_at_k.png)", "", *limits(claim, curves, problems, out / "pilot.json"), "",
+                    "![Pass@K](pass_at_k.png)", "", *limits(claim, curves, runs, out / "pilot.json"), "",
                     *scale_paragraph(claim, parts, out.parent / "report.json")]
 
 
-def limits(claim, curves: dict, problems: int, pilot_file: Path) -> list[str]:
-    """What these runs cannot decide, and why: one seed (with the sampling SE of an entropy difference from the
-    pilot, if beside: the base model's groups of dev problems), the detectable Pass@K effects, the runs that
-    saturate the task, the claims not measured."""
+def limits(claim, curves: dict, runs: dict, pilot_file: Path) -> list[str]:
+    """What these runs cannot decide, and why: one seed (where the evaluations kept entropy as one number a model,
+    with the sampling SE of an entropy difference from the pilot, if beside: the base model's groups of dev
+    problems), the detectable Pass@K effects, the runs that saturate the task, the claims not measured."""
+    evaluations = [row for run in runs.values() for row in (*run["finals"], *run["base"])]
+    problems = len(evaluations[0]["correct"])
     solved = [name for name, curve in curves.items() if name != "base" and curve["pass@1"] >= 0.99]
     pilot = json.loads(pilot_file.read_text()) if pilot_file.is_file() else None
     se = (entropy_difference_variance(pilot["families"][pilot["task"]]) / problems) ** 0.5 if pilot else None
     sampling = "" if se is None else (
         f"; sampling's, from the pilot's groups of dev problems ({pilot_file}), puts the SE of an entropy difference "
         f"at {problems} problems near {se:.3f} nats for the base model")
+    by_problem = all("entropy_sums" in row for row in evaluations)  # es_grpo.evaluate keeps them since issue 43
     return ["## What these runs cannot decide", "",
-            "- One seed: intervals rest on the problems alone; token entropy is one number a model, so its interval "
-            f"holds only the uncertainty of where a path matches (the seeds' spread is unmeasured{sampling}).",
+            "- One seed: intervals rest on the problems alone (the seeds' spread is unmeasured); token entropy's "
+            "too, read from each problem's sums, so they hold the problems' and sampling's spread." if by_problem else
+            "- One seed: intervals rest on the problems alone; these evaluations kept token entropy as one number a "
+            "model, so its interval holds only the uncertainty of where a path matches, and a change from the base "
+            f"has none (no spread, so no verdict; the seeds' spread is unmeasured{sampling}).",
             f"- Claim 1's Pass@{K} comparisons at the paper's effect ({PAPER_EFFECTS['passk_es_minus_grpo']}): "
             "detectable here " + ", ".join(f"{detectable(c.value)} ({c.name})" for c in claim.conditions
                                            if f"Pass@{K}" in c.name) + ".",
