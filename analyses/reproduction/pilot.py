@@ -3,11 +3,11 @@ held-out family, eval_samples samples each at the evaluation temperature, on the
 problem's count of right answers it reads how far a difference of two models' Pass@K, evaluated on P problems
 as the report evaluates them, varies from sampling alone; from the seconds a row took, what an evaluation costs.
 
-For Pass@K the plan is a lower bound on what a verdict needs: it counts the spread of sampling (binomial, at the
-base's per-problem success rates) and leaves out two it cannot see from one model, the seed-to-seed spread of
-trained runs and the problems' own spread of a true difference. Both only add: fewer problems than it says
-cannot decide. Token entropy's spread is read from groups of problems evaluated together, unpaired (problem
-to problem as well as sampling): an upper bound, so a fall it says is detectable is.
+The plan is a lower bound on what a verdict needs: it counts the spread of sampling (binomial, at the base's
+per-problem success rates, for Pass@K; for token entropy, each sample's entropy and tokens, kept) and leaves out
+two it cannot see from one model, the seed-to-seed spread of trained runs and the problems' own spread of a true
+difference. Both only add: fewer problems than it says cannot decide. For token entropy the problems' spread is
+also read unpaired (as if two models met different problems), which bounds it from above.
 """
 from __future__ import annotations
 
@@ -34,38 +34,47 @@ Z_POWER = 1.960 + 0.842  # a two-sided 5% test with 80% power, normal quantiles 
 
 
 def measure_base(args: Args, heldout: str) -> dict:
-    """The base model's per-problem right answers and entropy on `dev` (args.eval_split) problems of args.task
-    and of `heldout`, evaluated in groups that fill one batch; seconds a row of each."""
+    """The base model on `dev` (args.eval_split) problems of args.task and of `heldout`: measure_family's."""
     model, tokenizer = load(args.model, args)
     run = Context(args, model, tokenizer, generate=FastRollout())
     _, evaluation, _ = es_grpo.evaluation_sets(args, tokenizer)  # the task's problems ("auto" resolved)
     task = evaluation[0]["task"]
     families = {task: evaluation, heldout: es_grpo.evaluation_pool(heldout, args.eval_split)[:args.heldout_problems]}
-    group = max(1, args.rollout_batch // args.eval_samples)  # problems a batch holds
-    measured = {}
-    for family, problems in families.items():
-        tick, parts = time.time(), []
-        for start in range(0, len(problems), group):
-            parts.append(es_grpo.evaluate(run, problems[start:start + group], ks=[1], maj_ks=()))
-            es_grpo.log(f"pilot: {family}, {start + len(parts[-1]['correct'])}/{len(problems)} problems, "
-                        f"{time.time() - tick:.0f} s")
-        rows = len(problems) * args.eval_samples
-        measured[family] = {"correct": sum((part["correct"] for part in parts), []),
-                            "group_entropy": [part["entropy"] for part in parts],
-                            "length": float(np.mean([part["length"] for part in parts])),
-                            "seconds_per_row": (time.time() - tick) / rows}
     return {"model": args.model, "task": task, "heldout": heldout, "split": args.eval_split,
             "samples": args.eval_samples, "temperature": args.eval_temperature,
-            "max_new_tokens": args.max_new_tokens, "families": measured}
+            "max_new_tokens": args.max_new_tokens,
+            "families": {family: measure_family(run, family, problems) for family, problems in families.items()}}
+
+
+def measure_family(run: Context, family: str, problems: list[dict]) -> dict:
+    """Each problem's right answers and, for each of its samples, the entropy summed over its tokens and those
+    tokens (es_grpo.evaluate's rows, kept apart: sampling's spread of entropy is read from them; entropy to
+    1e-4 nats, a float32 sum's precision); sampled in groups of problems that fill one batch; the seconds a
+    sample took."""
+    n, tick = run.args.eval_samples, time.time()
+    group = max(1, run.args.rollout_batch // n)  # problems a batch holds
+    measured = {"correct": [], "sample_entropy_sums": [], "sample_lengths": []}
+    for start in range(0, len(problems), group):
+        part = problems[start:start + group]
+        graded = es_grpo.sample_and_grade(run, [p for p in part for _ in range(n)], progress=False)
+        for rows in (slice(i * n, (i + 1) * n) for i in range(len(part))):
+            measured["correct"].append(sum(reward == 1.0 for reward in graded["rewards"][rows]))
+            measured["sample_entropy_sums"].append([round(value, 4) for value in graded["entropy_sums"][rows]])
+            measured["sample_lengths"].append(graded["tokens"][rows])
+        es_grpo.log(f"pilot: {family}, {start + len(part)}/{len(problems)} problems, {time.time() - tick:.0f} s")
+    return measured | {"length": float(np.mean(measured["sample_lengths"])),
+                       "seconds_per_row": (time.time() - tick) / (len(problems) * n)}
 
 
 def measured_as(pilot: dict, args: Args, heldout: str) -> bool:
     """Whether a saved pilot evaluated what args and heldout ask for."""
-    saved = {key: pilot.get(key) for key in ("model", "heldout", "split", "samples", "temperature", "max_new_tokens")}
-    counts = [len(family["correct"]) for family in pilot.get("families", {}).values()]
-    return saved == {"model": args.model, "heldout": heldout, "split": args.eval_split, "samples": args.eval_samples,
-                     "temperature": args.eval_temperature, "max_new_tokens": args.max_new_tokens} and \
-        counts == [args.eval_problems, args.heldout_problems]
+    asked = {"model": args.model, "heldout": heldout, "split": args.eval_split, "samples": args.eval_samples,
+             "temperature": args.eval_temperature, "max_new_tokens": args.max_new_tokens}
+    families = pilot.get("families", {}).values()
+    counts = [len(family["correct"]) for family in families]
+    kept = all("sample_lengths" in family for family in families)  # each sample's entropy: older pilots lack it
+    return {key: pilot.get(key) for key in asked} == asked and args.task in ("auto", pilot.get("task")) and kept \
+        and counts == [args.eval_problems, args.heldout_problems]
 
 
 def measure_updates(args: Args, task: str) -> dict:
@@ -88,8 +97,13 @@ def measure_updates(args: Args, task: str) -> dict:
         step(0)
         seconds[name] = time.time() - tick
         es_grpo.log(f"pilot: one {name.replace('_', ' ')}, {seconds[name]:.0f} s")
-    return {"seconds": seconds, "settings": {name: getattr(args, name) for name in (
-        "es_population", "es_prompts", "grpo_prompts", "grpo_group", "grpo_microbatch", "max_new_tokens", "dtype")}}
+    return {"seconds": seconds, "settings": update_settings(args)}
+
+
+def update_settings(args: Args) -> dict:
+    """The settings an update's seconds depend on (the model and the task aside)."""
+    return {name: getattr(args, name) for name in (
+        "es_population", "es_prompts", "grpo_prompts", "grpo_group", "grpo_microbatch", "max_new_tokens", "dtype")}
 
 
 def estimator_variance(n: int, k: int, p: float) -> float:
@@ -106,11 +120,33 @@ def difference_variance(correct: list[int], n: int, k: int) -> float:
     return 2 * float(np.mean([estimator_variance(n, k, c / n) for c in correct]))
 
 
-def entropy_difference_variance(family: dict) -> float:
-    """The same for token entropy, per problem, from the spread of the groups of problems evaluated together
-    (unpaired; NaN from one group: nothing to read)."""
-    groups = family["group_entropy"]
-    return 2 * np.var(groups, ddof=1) * len(family["correct"]) / len(groups) if len(groups) > 1 else float("nan")
+def base_entropy(family: dict) -> float:
+    """The base model's token entropy on the family: its samples' entropy over their tokens (evaluate's)."""
+    return float(np.sum(family["sample_entropy_sums"]) / np.sum(family["sample_lengths"]))
+
+
+def entropy_deviations(family: dict) -> tuple[np.ndarray, float]:
+    """Each sample's entropy sum less the token entropy times its tokens (problems, samples), and the mean
+    tokens a sample: the token entropy, a ratio of sums, moves by their mean over the mean tokens (linearised)."""
+    sums, lengths = (np.array(family[key], dtype=float) for key in ("sample_entropy_sums", "sample_lengths"))
+    return sums - base_entropy(family) * lengths, float(lengths.mean())  # (P, n), tokens
+
+
+def entropy_difference_variance(family: dict, samples: int) -> float:
+    """The variance, from sampling alone, of a difference of two models' token entropy on one problem like these
+    (each model's `samples` samples drawn independently, at the base's spread within a problem)."""
+    deviations, tokens = entropy_deviations(family)
+    return 2 * float(deviations.var(axis=1, ddof=1).mean()) / (samples * tokens ** 2)
+
+
+def unpaired_entropy_variance(family: dict, samples: int) -> float:
+    """The same read unpaired, as if the two models met different problems: the problems' spread of their mean
+    deviation, its sampling part rescaled to `samples` samples: an upper bound on a paired difference's."""
+    deviations, tokens = entropy_deviations(family)
+    within = deviations.var(axis=1, ddof=1).mean()
+    problems = max(deviations.mean(axis=1).var(ddof=1) - within / deviations.shape[1], 0.0)  # sampling's out
+    between = problems + within / samples
+    return 2 * float(between) / tokens ** 2
 
 
 def sampling_se(correct: list[int], n: int, k: int, problems: int) -> float:
@@ -159,7 +195,7 @@ def needs(pilot: dict) -> list[Need]:
             Need("1: ES's Pass@32 above GRPO's at matched Pass@1", "task", 32, PAPER_EFFECTS["passk_es_minus_grpo"], 3),
             Need("1: ES keeps the base's Pass@32", "task", 32, PAPER_EFFECTS["es_passk_change"], 2),
             Need("1: GRPO's entropy falls (a twentieth of the base's)", "task", 0,
-                 ENTROPY_MARGIN_SHARE * np.mean(task["group_entropy"]), 2),
+                 ENTROPY_MARGIN_SHARE * base_entropy(task), 2),
             Need("3: GRPO->ES's Pass@32 above GRPO's at matched Pass@1", "task", 32,
                  PAPER_EFFECTS["passk_es_minus_grpo"], 3),
             Need("5: no held-out Pass@32 fall of a tenth of the base's after ES", "heldout", 32,
@@ -172,7 +208,8 @@ def plan_rows(pilot: dict, pool: int = es_grpo.EVAL_POOL) -> list[dict]:
     n, rows = pilot["samples"], []
     for need in needs(pilot):
         family = pilot["families"][pilot["task" if need.family == "task" else "heldout"]]
-        variance = difference_variance(family["correct"], n, need.k) if need.k else entropy_difference_variance(family)
+        variance = difference_variance(family["correct"], n, need.k) if need.k else \
+            entropy_difference_variance(family, n)
         se, problems = math.sqrt(variance / pool), fewest_problems(variance, need.effect)
         seconds = family["seconds_per_row"] * n * problems * need.evaluations
         rows.append({"need": need, "se": se, "detectable": Z_POWER * se, "problems": problems, "hours": seconds / 3600})
@@ -197,7 +234,7 @@ def plan_table(pilot: dict) -> list[str]:
 def write_pilot(pilot: dict, out: Path):
     """pilot.json, and POWER.md: what the base measured, what an update costs, and the plan's table."""
     out.mkdir(parents=True, exist_ok=True)
-    (out / "pilot.json").write_text(json.dumps(pilot, indent=1))
+    (out / "pilot.json").write_text(json.dumps(pilot))  # a sample's numbers each: one line
     n, lines = pilot["samples"], [f"# The real model's power plan: {pilot['model']}", "",
                                   f"Made by `{pilot['command']}`.", ""]
     for name, family in pilot["families"].items():
@@ -206,7 +243,7 @@ def write_pilot(pilot: dict, out: Path):
                      f"{pilot['temperature']}, <= {pilot['max_new_tokens']} new tokens): Pass@1 "
                      f"{np.mean(correct) / n:.3f}, Pass@32 {np.mean([pass_at_k(n, c, 32) for c in correct]):.3f}, "
                      f"Pass@{n} {np.mean([c > 0 for c in correct]):.3f}, problems never solved "
-                     f"{np.mean([c == 0 for c in correct]):.2f}, entropy {np.mean(family['group_entropy']):.3f} nats, "
+                     f"{np.mean([c == 0 for c in correct]):.2f}, entropy {base_entropy(family):.3f} nats, "
                      f"{family['length']:.0f} tokens a completion, {family['seconds_per_row']:.2f} s a completion")
     updates = pilot.get("updates")
     if updates:
@@ -215,23 +252,28 @@ def write_pilot(pilot: dict, out: Path):
                      f"{updates['seconds']['es_update']:.0f} s; one GRPO step ({shape['grpo_prompts']} prompts x "
                      f"{shape['grpo_group']}) {updates['seconds']['grpo_step']:.0f} s; <= {shape['max_new_tokens']} "
                      f"new tokens, {shape['dtype']}")
-    reading = ("Pass@K rows count the spread of sampling alone, at the base's per-problem rates: a lower bound on "
-               "what a verdict needs (seeds, and the problems' spread of a true difference, add to it). The entropy "
-               "row reads groups of problems unpaired: an upper bound. Hours: evaluations of that many problems x "
-               f"{n} samples, at the seconds a completion took here; training comes on top.")
+    task, pool = pilot["families"][pilot["task"]], es_grpo.EVAL_POOL
+    unpaired = math.sqrt(unpaired_entropy_variance(task, n) / pool)
+    reading = ("Every row counts the spread of sampling alone, at the base's per-problem rates (Pass@K) or its "
+               "samples' entropy and tokens (entropy): a lower bound on what a verdict needs (seeds, and the "
+               "problems' spread of a true difference, add to it). Read unpaired, as if two models met different "
+               f"problems, the entropy row's SE at {pool} problems would be {unpaired:.4f}: an upper bound. Hours: "
+               f"evaluations of that many problems x {n} samples, at the seconds a completion took here; training "
+               "comes on top.")
     (out / "POWER.md").write_text("\n".join([*lines, "", reading, "", *plan_table(pilot), ""]))
 
 
 def power_plan(args: Args, heldout: str, out: Path, quick: bool, command: str) -> dict:
     """`eval.py pilot`: the base model measured (or its saved measurement of the same settings read back), an
-    update's seconds measured once (quick: at QUICK_SHAPE), then OUT/pilot.json and OUT/POWER.md written."""
-    saved = out / "pilot.json"
-    pilot = json.loads(saved.read_text()) if saved.is_file() else {}
-    if not measured_as(pilot, args, heldout):
-        pilot = measure_base(args, heldout)
-    pilot["command"] = command
-    if "updates" not in pilot:
-        pilot["updates"] = measure_updates(dataclasses.replace(args, **(QUICK_SHAPE if quick else UPDATE_SHAPE)),
-                                           pilot["task"])
+    update's seconds measured once for the model, task and shape (quick: QUICK_SHAPE), then OUT/pilot.json
+    and OUT/POWER.md written."""
+    saved = json.loads((out / "pilot.json").read_text()) if (out / "pilot.json").is_file() else {}
+    pilot = saved if measured_as(saved, args, heldout) else measure_base(args, heldout)
+    shape = dataclasses.replace(args, **(QUICK_SHAPE if quick else UPDATE_SHAPE))
+    updates = saved.get("updates", {})
+    if (saved.get("model"), saved.get("task")) != (args.model, pilot["task"]) or \
+            updates.get("settings") != update_settings(shape):
+        updates = measure_updates(shape, pilot["task"])
+    pilot |= {"command": command, "updates": updates}
     write_pilot(pilot, out)
     return pilot

@@ -248,16 +248,18 @@ def report_lines(runs: dict, parts: dict, claim, control: dict, rows: dict, curv
 
 def limits(claim, curves: dict, runs: dict, pilot_file: Path) -> list[str]:
     """What these runs cannot decide, and why: one seed (where the evaluations kept entropy as one number a model,
-    with the sampling SE of an entropy difference from the pilot, if beside: the base model's groups of dev
+    with the sampling SE of an entropy difference from the pilot, if beside: the base model's samples of dev
     problems), the detectable Pass@K effects, the runs that saturate the task, the claims not measured."""
     evaluations = [row for run in runs.values() for row in (*run["finals"], *run["base"])]
     problems = len(evaluations[0]["correct"])
     solved = [name for name, curve in curves.items() if name != "base" and curve["pass@1"] >= 0.99]
-    pilot = json.loads(pilot_file.read_text()) if pilot_file.is_file() else None
-    se = (entropy_difference_variance(pilot["families"][pilot["task"]]) / problems) ** 0.5 if pilot else None
-    sampling = "" if se is None else (
-        f"; sampling's, from the pilot's groups of dev problems ({pilot_file}), puts the SE of an entropy difference "
-        f"at {problems} problems near {se:.3f} nats for the base model")
+    pilot = json.loads(pilot_file.read_text()) if pilot_file.is_file() else {}
+    family = pilot["families"][pilot["task"]] if pilot else {}
+    samples = next(iter(runs.values()))["config"]["eval_samples"]
+    sampling = "" if "sample_lengths" not in family else (
+        f"; sampling's, from the pilot's samples of dev problems ({pilot_file}), puts the SE of an entropy "
+        f"difference at {problems} problems x {samples} samples near "
+        f"{(entropy_difference_variance(family, samples) / problems) ** 0.5:.3f} nats for the base model")
     by_problem = all("entropy_sums" in row for row in evaluations)  # es_grpo.evaluate keeps them since issue 43
     return ["## What these runs cannot decide", "",
             "- One seed: intervals rest on the problems alone (the seeds' spread is unmeasured); token entropy's "
