@@ -62,16 +62,18 @@ def run_results(folder: Path) -> list[dict]:
     return [{key: value for key, value in stage.items() if key != "seconds"} for stage in stages]
 
 
-def train_again(folder: Path):
+def train_again(folder: Path) -> bool:
     """A finished run whose weights are not kept (a report's committed runs keep only their settings, metrics
     and summary) trained again in place from its own settings. ES and GRPO are bit-exact for the same settings,
-    seed and machine, so the same weights come back: a line says whether the evaluations are the same."""
+    seed and machine, so the same weights come back: a line says whether the evaluations are the same, and so
+    does what it returns."""
     log(f"reproduce: {folder}'s weights are not here (not committed): training it again from its config.json")
     before = run_results(folder)
     es_grpo.run(run_settings(folder), **LAYERS, folder=ResumableFolder())
     same = run_results(folder) == before
     log(f"reproduce: {folder} trained again: " + ("the same evaluations, so the same weights" if same else
         "other evaluations than before (another machine or library?): what reads it is measured again"))
+    return same
 
 
 def population_sweep(out: Path, argv: list[str], populations: list[int], sequences: int, prompts: int) -> dict:

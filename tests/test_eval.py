@@ -164,6 +164,19 @@ def test_quick_reproduction_report_end_to_end(tmp_path):
     assert "| lm_head |" in untied.splitlines()[2] and "ties its LM head" not in untied.split("##")[0]
     assert all((tmp_path / "analyses" / name / f"{name}.png").exists()
                for name in ("drift", "sparsity", "diversity", "curves", "pass_at_k", "paths", "sizes"))
+    # ES's weights gone and its summary saying otherwise than its training evaluates (as if made elsewhere):
+    # trained again for the weight analyses, then read as it is now, not as it was when the gathering began
+    es = tmp_path / "runs" / "es-s0"
+    for file in (es / "stage1-es").glob("*.safetensors"):
+        file.unlink()
+    summary = json.loads((es / "summary.json").read_text())
+    summary["stages"][-1] |= {"correct": [0] * len(summary["stages"][-1]["correct"]), "pass@1": 0.0}
+    (es / "summary.json").write_text(json.dumps(summary))
+    again = run_eval("reproduce", "--quick", "--parts", "claims", "--out", str(report_dir), *data)
+    assert again.returncode == 0 and "evaluate otherwise: gathered again" in again.stdout, again.stderr[-2000:]
+    retrained = json.loads((es / "summary.json").read_text())["stages"][-1]
+    curve = json.loads((tmp_path / "report.json").read_text())["curves"]["es"]
+    assert curve["pass@1"] == pytest.approx(retrained["pass@1"]) and retrained["pass@1"] > 0
 
 
 # ----------------------------------------------------------------------------- verdicts on hand-made numbers

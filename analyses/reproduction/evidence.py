@@ -59,7 +59,10 @@ class Evidence:
 
 
 def gather(plan: Plan, clock: Stopwatch) -> Evidence:
-    """The analyses of claims 1-5 and the extra parts (--parts), each analysis reused when it can be."""
+    """The analyses of claims 1-5 and the extra parts (--parts), each analysis reused when it can be. A run
+    trained again for its weights that evaluates otherwise than its summary said (another machine, or
+    evaluations that keep more) was read before that: gathered again, reading it as it is now (every analysis
+    then reused)."""
     store = Store(plan.analyses / "reused")
     with clock("claims: the analyses"):
         runs = load_runs(plan.runs, plan.seeds_of, plan.k)
@@ -71,6 +74,9 @@ def gather(plan: Plan, clock: Stopwatch) -> Evidence:
                                                         for name in plan.updates]),
                     **weight_analyses(plan, store, matched["models"]), **evaluations(plan, store)}
     extra = extra_parts(plan, store, clock)
+    if store.evaluated_otherwise:
+        log(f"reproduce: {len(store.evaluated_otherwise)} run(s) trained again evaluate otherwise: gathered again")
+        return gather(plan, clock)
     return Evidence(plan=plan, **measured, **extra, minutes=dict(clock.minutes), reused=dict(store.made),
                     run_minutes=runs_wall_minutes(plan.runs, plan.analyses / "run-minutes.json"))
 

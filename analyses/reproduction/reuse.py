@@ -98,6 +98,7 @@ class Store:
     """Analyses saved in `folder` (OUT/analyses/reused), and, for the report, when each one used was made."""
     folder: Path
     made: dict = dataclasses.field(default_factory=dict)  # name -> when its result was measured
+    evaluated_otherwise: list = dataclasses.field(default_factory=list)  # runs trained again, other evaluations
 
     def key(self, function, arguments: tuple, models: list[str]) -> dict:
         def plain(value):  # the arguments as JSON, each model by its identity, not its path
@@ -125,7 +126,8 @@ class Store:
         except (OSError, ValueError, KeyError, TypeError):
             pass
         for run in dict.fromkeys(run_folder(m) for m in models if not has_weights(m)):
-            train_again(run)
+            if not train_again(run):
+                self.evaluated_otherwise.append(run)
         key = self.key(function, arguments, models)  # runs trained again: read their summaries again
         result = function(*arguments)
         made = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
