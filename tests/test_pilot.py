@@ -73,7 +73,7 @@ def test_the_pilot_command_measures_reuses_and_plans(tmp_path):
     assert [len(row) for row in family["sample_lengths"]] == [32] * 3 == [len(r) for r in family["sample_entropy_sums"]]
     assert 0 < pilot.base_entropy(family) and 0 < pilot.entropy_difference_variance(family, 32)
     held = first["families"]["add"]["correct"]
-    assert len(held) == 2 and all(0 <= c <= 32 for c in held)
+    assert len(held) == 2 and all(0 <= c <= 32 for c in held) and held != [32, 32]  # [32, 32] marks a reuse
     assert set(first["updates"]["seconds"]) == {"es_update", "grpo_step"}
     saved = json.loads((tmp_path / "pilot.json").read_text())
     saved["families"]["add"]["correct"] = [32, 32]

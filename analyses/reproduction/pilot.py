@@ -57,10 +57,11 @@ def measure_family(run: Context, family: str, problems: list[dict]) -> dict:
     for start in range(0, len(problems), group):
         part = problems[start:start + group]
         graded = es_grpo.sample_and_grade(run, [p for p in part for _ in range(n)], progress=False)
-        for rows in (slice(i * n, (i + 1) * n) for i in range(len(part))):
-            measured["correct"].append(sum(reward == 1.0 for reward in graded["rewards"][rows]))
-            measured["sample_entropy_sums"].append([round(value, 4) for value in graded["entropy_sums"][rows]])
-            measured["sample_lengths"].append(graded["tokens"][rows])
+        rewards, sums, tokens = (np.array(graded[key]).reshape(len(part), n)  # (problems, samples) each
+                                 for key in ("rewards", "entropy_sums", "tokens"))
+        measured["correct"] += (rewards == 1.0).sum(1).tolist()
+        measured["sample_entropy_sums"] += sums.round(4).tolist()
+        measured["sample_lengths"] += tokens.tolist()
         es_grpo.log(f"pilot: {family}, {start + len(part)}/{len(problems)} problems, {time.time() - tick:.0f} s")
     return measured | {"length": float(np.mean(measured["sample_lengths"])),
                        "seconds_per_row": (time.time() - tick) / (len(problems) * n)}
