@@ -8,7 +8,10 @@ es_grpo.RunFolder makes --out afresh and writes the run's files as it goes. Resu
   after SIGKILL (tests/test_reliability.py); metrics.jsonl keeps each update once;
 - a lock held for the run's life: a second run of the same folder, or an --overwrite of it, is refused in one
   line; the folder is made whole in a staging folder and renamed into place, so two runs started at once
-  leave one run and one refusal.
+  leave one run and one refusal;
+- --base-from RUN: the base model's evaluation taken from another run (its summary, else its checkpoint) in
+  place of measuring it again, where every setting that reaches that evaluation is the same (a frontier of
+  learning rates, or ES beside GRPO, share it: with 100 problems x 64 samples it is a run's longest evaluation).
 Nothing is written before every input has been read and checked.
 """
 from __future__ import annotations
@@ -51,12 +54,21 @@ def hold(folder: Path):
 class ResumableFolder(RunFolder):
     """es_grpo.RunFolder's contract, with checkpoints, --resume and a lock (module docstring). resume: the run
     folder to continue ("": a new run in --out); save_every: updates between checkpoints (0: after each stage
-    only)."""
+    only); base_from: a run whose base evaluation this one takes ("": measure it)."""
 
-    def __init__(self, resume: str = "", save_every: int = 10):
+    def __init__(self, resume: str = "", save_every: int = 10, base_from: str = ""):
         self.resume, self.save_every, self.locks, self.checkpoint = resume, save_every, [], None
+        self.base_from, self.base = base_from, None
 
     def open(self, args: Args, ranks) -> Args:
+        """open_folder's settings, and with --base-from that run's base evaluation (read before anything is
+        written; a checkpoint to resume from holds its own)."""
+        args = self.open_folder(args, ranks)
+        if self.base_from and not self.checkpoint:
+            self.base = borrowed_base(Path(self.base_from), args, getattr(ranks, "config", {}))
+        return args
+
+    def open_folder(self, args: Args, ranks) -> Args:
         """With --resume: the saved config, with the last checkpoint kept and the lock held; else args as given,
         once --out is known to be free, or to hold a run and --overwrite given (create replaces it)."""
         if not self.resume:  # --overwrite (scale/config.py's) of a run folder: create() replaces it
@@ -113,7 +125,12 @@ class ResumableFolder(RunFolder):
                 kept = "".join(line + "\n" for line in lines if line.strip() and json.loads(line)["update"] <= done)
                 atomic_write(path, lambda tmp: tmp.write_text(kept))
             run.ranks.log(f"resuming {run.args.out} after update {done}")
-        return (checkpoint["stages"], checkpoint["stage"]) if checkpoint else ([], 0)
+        if checkpoint:
+            return checkpoint["stages"], checkpoint["stage"]
+        if self.base:
+            run.ranks.log(f"the base model's evaluation: {self.base_from}'s (the same settings)")
+            return [self.base], 0
+        return [], 0
 
     def resume_stage(self, run: Context, stage: Stage):
         """The checkpoint's stage continues where it was saved: its updates taken, costs, problem draws, and
@@ -147,6 +164,39 @@ class ResumableFolder(RunFolder):
         for lock in filter(None, self.locks):
             lock.close()
         self.locks = []
+
+
+# What never reaches the base model's evaluation: training's settings, where the run is kept, how often it is
+# checkpointed or checked, how ES's members are batched and how GRPO is sharded.
+TRAINING_ONLY = {"algo", "steps", "out", "overwrite", "preset", "eval_every", "trajectory_samples", "resume",
+                 "save_every", "es_batched", "check_every", "dist_timeout", "vllm_memory", "base_from"}
+
+
+def evaluation_settings(settings: dict) -> dict:
+    """The settings that reach the base model's evaluation (ES's and GRPO's own: none of them)."""
+    return {name: value for name, value in settings.items()
+            if name not in TRAINING_ONLY and not name.startswith(("es_", "grpo_"))}
+
+
+def borrowed_base(source: Path, args: Args, launcher: dict) -> dict:
+    """The base model's evaluation of the run in source (its summary, else its latest checkpoint), for a run
+    whose every evaluation setting, its launcher's included, is that run's; else BadInput naming the first
+    that differs, or saying that source has no base evaluation yet."""
+    try:
+        saved = json.loads((source / "config.json").read_text())
+        summary, checkpoint = source / "summary.json", source / "checkpoint.pt"
+        stages = (json.loads(summary.read_text()) if summary.exists() else
+                  torch.load(checkpoint, weights_only=False, mmap=True))["stages"]
+    except (OSError, ValueError, RuntimeError, KeyError):
+        raise BadInput(f"--base-from {source}: no base evaluation there (a run folder with a summary or a "
+                       "checkpoint)") from None
+    mine, theirs = evaluation_settings(dataclasses.asdict(args) | launcher), saved | saved.get("scale", {})
+    for name, value in mine.items():
+        if theirs.get(name, "not recorded") != value:
+            raise BadInput(f"--base-from {source}: its --{name.replace('_', '-')} is "
+                           f"{theirs.get(name, 'not recorded')!r}, this run's {value!r}, so its base evaluation "
+                           "is not this run's")
+    return stages[0]
 
 
 def stage_state(run: Context, stage: Stage) -> dict:

@@ -43,6 +43,8 @@ class ScaleArgs:
 
     resume: str = flag("", "continue the interrupted run in this folder, with its saved flags")
     save_every: int = flag(10, "updates between checkpoints (0: only after each stage)")
+    base_from: str = flag("", "take the base model's evaluation from this run folder (its settings that reach "
+                              "evaluation must be this run's) instead of measuring it again")
     rollout: str = flag("hf", "rollout engine: hf (es_grpo.rollout, transformers, scale/decode.py's speed layers) or "
                               "vllm (one engine per rank)", ("hf", "vllm"))
     rollout_dtype: str = flag("model", "the HF path's weights while decoding (model: --dtype's; else a copy in this "
@@ -178,7 +180,7 @@ def main(argv=None, launcher=Torchrun):
     ranks = launcher(scale.grpo_fsdp, scale.check_every, scale.dist_timeout, config=vars(scale),
                      engine=generate if scale.rollout == "vllm" else None, model_device="cpu" if in_engine_es else None)
     es_weights = generate.es_weights if scale.rollout == "vllm" else None  # ES's members: the engine's weights
-    folder = ResumableFolder(scale.resume, scale.save_every)
+    folder = ResumableFolder(scale.resume, scale.save_every, scale.base_from)
     return es_grpo.run(args, generate=generate, ranks=ranks, es_weights=es_weights,
                        score_members=PopulationScorer(scale.es_batched), grpo_step=grpo_step, folder=folder,
                        problems=evaluation_sets)

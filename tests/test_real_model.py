@@ -240,6 +240,32 @@ def test_the_gpu_runs_script_in_small_and_the_trajectories_report_on_the_real_mo
         assert not training.made_with(tmp_path / "runs" / name, parse_args([*line, "--eval-every", "3"]))
 
 
+def test_the_runs_script_one_at_a_time_lends_the_base_skips_the_finished_and_resumes_the_stopped(tmp_path):
+    """report/real/h200.sh with ONE_AT_A_TIME (a CPU across sessions), small: GRPO measures the base and ES
+    takes it (--base-from); run again, the finished runs are skipped; a run stopped after its last checkpoint
+    is resumed, and ends as it had."""
+    small = ("--eval-problems 2 --heldout-problems 1 --samples 32 --es-population 2 --es-prompts 2 --grpo-prompts 2 "
+             "--grpo-group 2 --grpo-microbatch 2 --max-new-tokens 8 --steps 2")
+    env = {**os.environ, "DEVICE": "cpu", "SMALL": small, "RUNS": "es-s0 grpo-s0", "ONE_AT_A_TIME": "1",
+           "LAUNCH": "--es-batched off"}
+    script = lambda: subprocess.run(["bash", "report/real/h200.sh", FOLDER, str(tmp_path), "900"],  # noqa: E731
+                                    cwd=ROOT, env=env, capture_output=True, text=True, timeout=1000)
+    runs = tmp_path / "runs"
+    summary = lambda name: json.loads((runs / name / "summary.json").read_text())["stages"]  # noqa: E731
+    assert script().returncode == 0
+    grpo, es = summary("grpo-s0"), summary("es-s0")
+    assert "the base model's evaluation" not in (runs / "grpo-s0.log").read_text()
+    assert f"the base model's evaluation: {runs / 'grpo-s0'}'s" in (runs / "es-s0.log").read_text()
+    assert es[0] == grpo[0] and es[-1]["name"] == "es"
+    (runs / "es-s0" / "summary.json").unlink()  # as if stopped after its last checkpoint
+    logs = {name: (runs / f"{name}.log").read_text() for name in ("es-s0", "grpo-s0")}
+    assert script().returncode == 0
+    assert (runs / "grpo-s0.log").read_text() == logs["grpo-s0"]  # finished: not started again
+    assert "resuming" in (runs / "es-s0.log").read_text()[len(logs["es-s0"]):]
+    without_seconds = lambda stages: [{k: v for k, v in s.items() if k != "seconds"} for s in stages]  # noqa: E731
+    assert without_seconds(summary("es-s0")) == without_seconds(es)
+
+
 def test_the_quick_reproduction_on_the_real_model(tmp_path):
     """`eval.py reproduce --quick` with the real design's model, task and rates (report/real/h200.sh's; of its
     frontier, 3e-5 alone): every claims run on SmolLM2 and every analysis of claims 1-5 on it, to REPORT.md.

@@ -152,6 +152,42 @@ def test_resume_refuses_the_flags_it_would_ignore(reference):
     assert result.returncode == 2 and "--steps would be ignored" in result.stderr
 
 
+def test_base_from_takes_the_base_evaluation_a_fresh_measurement_equals(reference, tmp_path):
+    """Another schedule, rate and trajectory points, the same evaluation settings: the base it measures is the
+    reference's, which is why --base-from may take it. Taken, it is the source's own (a planted value comes
+    through), and training goes on as if it had been measured."""
+    other = [*RUN, "--algo", "grpo", "--steps", "1", "--grpo-lr", "1e-3"]
+    fresh, borrowed, planted = tmp_path / "fresh", tmp_path / "borrowed", tmp_path / "planted"
+    assert run_scale(*other, "--out", str(fresh)).returncode == 0
+    assert summary_of(fresh)[0] == summary_of(reference)[0]
+    shutil.copytree(reference, planted)
+    summary = json.loads((planted / "summary.json").read_text())
+    summary["stages"][0]["pass@1"] = 0.123
+    (planted / "summary.json").write_text(json.dumps(summary))
+    result = run_scale(*other, "--base-from", str(planted), "--out", str(borrowed))
+    assert result.returncode == 0 and f"the base model's evaluation: {planted}'s" in result.stdout
+    assert summary_of(borrowed)[0] == {**summary_of(fresh)[0], "pass@1": 0.123}
+    assert summary_of(borrowed)[1:] == summary_of(fresh)[1:]
+
+
+def test_base_from_reads_a_checkpoint_and_refuses_other_evaluation_settings(reference, tmp_path):
+    """A run still going (a checkpoint, no summary) lends its base; a run whose evaluation would differ (its
+    samples, its decoding dtype) or a folder with no evaluation is refused in one line, nothing written."""
+    running = tmp_path / "running"
+    shutil.copytree(reference, running)
+    (running / "summary.json").unlink()
+    taken = tmp_path / "taken"
+    assert run_scale(*RUN, "--steps", "2", "--base-from", str(running), "--out", str(taken)).returncode == 0
+    assert summary_of(taken)[0] == summary_of(reference)[0]
+    for flags, message in [(["--eval-samples", "32"], "its --eval-samples is 16, this run's 32"),
+                           (["--rollout-dtype", "bfloat16"], "its --rollout-dtype is 'model', this run's 'bfloat16'"),
+                           (["--base-from", str(tmp_path / "taken" / "stage1-grpo")], "no base evaluation there")]:
+        out = tmp_path / "refused"
+        result = run_scale(*RUN, "--base-from", str(running), *flags, "--out", str(out))
+        assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]
+        assert len(result.stderr.strip().splitlines()) == 1 and not out.exists()
+
+
 def test_a_truncated_weights_file_is_refused_in_one_line(tmp_path):
     folder = tmp_path / "truncated"
     shutil.copytree(es_grpo.TINY_MODEL, folder)

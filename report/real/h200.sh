@@ -9,6 +9,16 @@
 #   DEVICE=cpu SMALL="--eval-problems 4 ..." RUNS="es-s0 grpo-s0" bash report/real/h200.sh \
 #       models/SmolLM2-135M-Instruct /tmp/real 600     # some of them, small, on a CPU (tests/test_real_model.py)
 #
+# SMALL: flags added to the design (every run's, and the printed reproduce command's); RUNS: the plan's runs to
+# launch (all if unset); LAUNCH: scale.train's own flags for each run (default --es-batched on --save-every 0).
+# ONE_AT_A_TIME=1 is for a machine that cannot run them together (a CPU, over several sessions): the runs go one
+# after another, each checkpointed after every update; a finished run is skipped and a begun one resumed
+# (--resume, with the flags it was launched with); the first run with a base evaluation lends it to the runs of
+# its seed that start later (--base-from; BASE_FROM names another lender): it is the same for all of them.
+# At the deadline the running one is stopped; the same command goes on from its last checkpoint.
+#   DEVICE=cpu SMALL=--grpo-autocast LAUNCH="--rollout-dtype bfloat16 --es-batched off" ONE_AT_A_TIME=1 \
+#       bash report/real/h200.sh models/SmolLM2-135M-Instruct /work/real-cpu 9000   # report/NOTES.md
+#
 # Budgets as report/REPORT.md defines them, for S = 18 (analyses/reproduction/plan.py, schedules): GRPO 2S = 36
 # steps, GRPO->ES S (9 + 9), ES and the null ES S/2 + S/2 x 128/512 = 12 updates (as many sequences as
 # GRPO->ES). Batches are the paper's shape, smaller: ES N = 16 (claim 6: larger models need smaller
@@ -29,16 +39,48 @@ design+=(${SMALL:-})
 plan=$(python3 eval.py reproduce "${design[@]}" --plan) || exit 2
 mkdir -p "$out/runs"
 export OMP_NUM_THREADS=2 PYTHONUNBUFFERED=1 PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True
-pids=()
-while read -r line; do
-  name=${line##*/}
-  [[ -z ${RUNS:-} || " $RUNS " == *" $name "* ]] || continue
-  # shellcheck disable=SC2086  # the plan's flags split on spaces
-  python3 -m scale.train $line --es-batched on --save-every 0 > "$out/runs/$name.log" 2>&1 &
-  pids+=($!)
-done <<< "$plan"
+# shellcheck disable=SC2206  # LAUNCH's flags split on spaces
+launch=(${LAUNCH:---es-batched on --save-every 0})
 end=$((SECONDS + seconds))
-while ((SECONDS < end)) && jobs -r | grep -q .; do sleep 2; done
-for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
-wait
+chosen() { [[ -z ${RUNS:-} || " $RUNS " == *" $1 "* ]]; }
+lender() {  # a run of the plan with $1's seed (its name's -sSEED) whose base evaluation is on disk, or BASE_FROM
+  local folder
+  [[ -n ${BASE_FROM:-} ]] && { echo "$BASE_FROM"; return; }
+  for folder in "${folders[@]}"; do
+    [[ ${folder##*-s} == "${1##*-s}" && ( -f $folder/summary.json || -f $folder/checkpoint.pt ) ]] &&
+      { echo "$folder"; return; }
+  done
+}
+folders=()
+while read -r line; do folders+=("${line##*--out }"); done <<< "$plan"
+if [[ -n ${ONE_AT_A_TIME:-} ]]; then
+  while read -r line; do
+    folder=${line##*--out }; name=${folder##*/}
+    chosen "$name" && ((SECONDS < end)) && [[ ! -f $folder/summary.json ]] || continue
+    if [[ -f $folder/config.json ]]; then
+      command=(--resume "$folder")
+    else
+      base=$(lender "$folder")
+      # shellcheck disable=SC2086  # the plan's flags split on spaces
+      command=($line "${launch[@]}" --save-every 1 ${base:+--base-from "$base"})
+    fi
+    python3 -m scale.train "${command[@]}" >> "$out/runs/$name.log" 2>&1 &
+    pid=$!
+    while ((SECONDS < end)) && kill -0 "$pid" 2>/dev/null; do sleep 2; done
+    kill "$pid" 2>/dev/null
+    wait "$pid" || echo "h200.sh: $name stopped (exit $?), its log: $out/runs/$name.log" >&2
+  done <<< "$plan"
+else
+  pids=()
+  while read -r line; do
+    name=${line##*/}
+    chosen "$name" || continue
+    # shellcheck disable=SC2086  # the plan's flags split on spaces
+    python3 -m scale.train $line "${launch[@]}" > "$out/runs/$name.log" 2>&1 &
+    pids+=($!)
+  done <<< "$plan"
+  while ((SECONDS < end)) && jobs -r | grep -q .; do sleep 2; done
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null; done
+  wait
+fi
 echo "h200.sh: stopped after ${SECONDS}s; the whole report: python eval.py reproduce $(printf '%q ' "${design[@]}")"
