@@ -167,9 +167,9 @@ class ResumableFolder(RunFolder):
 
 
 # What never reaches the base model's evaluation: training's settings, where the run is kept, how often it is
-# checkpointed or checked, how ES's members are batched and how GRPO is sharded.
+# checkpointed or checked (es_* and grpo_* too: how ES's members are batched, how GRPO is sharded).
 TRAINING_ONLY = {"algo", "steps", "out", "overwrite", "preset", "eval_every", "trajectory_samples", "resume",
-                 "save_every", "es_batched", "check_every", "dist_timeout", "vllm_memory", "base_from"}
+                 "save_every", "check_every", "dist_timeout", "vllm_memory", "base_from"}
 
 
 def evaluation_settings(settings: dict) -> dict:

@@ -176,9 +176,12 @@ def test_base_from_reads_a_checkpoint_and_refuses_other_evaluation_settings(refe
     running = tmp_path / "running"
     shutil.copytree(reference, running)
     (running / "summary.json").unlink()
+    checkpoint = torch.load(running / "checkpoint.pt", weights_only=False)
+    checkpoint["stages"][0]["pass@1"] = 0.321  # planted: only a base read from the checkpoint carries it
+    torch.save(checkpoint, running / "checkpoint.pt")
     taken = tmp_path / "taken"
     assert run_scale(*RUN, "--steps", "2", "--base-from", str(running), "--out", str(taken)).returncode == 0
-    assert summary_of(taken)[0] == summary_of(reference)[0]
+    assert summary_of(taken)[0] == {**summary_of(reference)[0], "pass@1": 0.321}
     for flags, message in [(["--eval-samples", "32"], "its --eval-samples is 16, this run's 32"),
                            (["--rollout-dtype", "bfloat16"], "its --rollout-dtype is 'model', this run's 'bfloat16'"),
                            (["--base-from", str(tmp_path / "taken" / "stage1-grpo")], "no base evaluation there")]:
