@@ -10,9 +10,9 @@ import numpy as np
 import torch
 
 import es_grpo
-from analyses.evaluation import load
+from analyses.evaluation import context, load
 from analyses.statistics import interval, per_problem
-from es_grpo import Context, rollout, score
+from es_grpo import Context, score
 from scale.config import Args, evaluation_sets
 
 def js_pol(logp: torch.Tensor) -> float:
@@ -48,7 +48,7 @@ def population_diversity(run: Context, problems: list[dict], population: int, si
     def sample(member_seed, index: int, rows: list[str]):  # index 0: the centre; 1..N: the members
         es_grpo.set_weights(params, master, member_seed, sigma)
         sampling = args.sampling("eval", seed * 1_000_003 + (draw * (2 * population + 2) + index) * 7919)
-        return rollout(model, tokenizer, rows, dataclasses.replace(sampling, top_p=1.0))  # as JS_pol scores them
+        return run.generate(model, tokenizer, rows, dataclasses.replace(sampling, top_p=1.0))  # as JS_pol scores
 
     def correct(member_seed, index):  # (P,) correct answers among `samples`
         rewards = score(repeated, sample(member_seed, index, prompts).texts)
@@ -204,7 +204,7 @@ def diversity_analysis(model_name: str, population: Population, args: Args) -> d
     _, evaluation, _ = evaluation_sets(args, tokenizer)
     rows, samples = {}, population.samples
     for draw, sigma in enumerate(population.sigmas):
-        counts = population_diversity(Context(args, model, tokenizer), evaluation, population.size, sigma, samples,
+        counts = population_diversity(context(args, model, tokenizer), evaluation, population.size, sigma, samples,
                                       draw)
         stats = diversity_statistics(np.array(counts["member_correct"]), np.array(counts["centre_correct"]), samples)
         rows[f"sigma={sigma:g}"] = counts | diversity_row(stats)

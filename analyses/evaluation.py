@@ -6,11 +6,13 @@ import numpy as np
 import torch
 
 import es_grpo
-from es_grpo import Context, Sampling, evaluate, load_model, rollout, score
+from es_grpo import Context, Sampling, evaluate, load_model, score
 from scale.config import Args, evaluation_sets
+from scale.decode import FastRollout
 
 EVAL_FLAGS = ("data", "eval_data", "task", "eval_split", "eval_problems", "heldout_problems", "eval_samples",
-              "eval_temperature", "eval_top_p", "max_new_tokens", "rollout_batch", "device", "dtype", "seed")
+              "eval_temperature", "eval_top_p", "max_new_tokens", "rollout_batch", "device", "dtype", "rollout_dtype",
+              "seed")
 
 
 def evaluation_args(source) -> Args:
@@ -46,9 +48,15 @@ def put_weights(model, weights: dict[str, torch.Tensor]):
             param.copy_(weights[name])
 
 
-def greedy_accuracy(model, tokenizer, problems: list[dict], args: Args) -> float:
-    roll = rollout(model, tokenizer, [es_grpo.prompt_text(p, tokenizer) for p in problems],
-                   Sampling(max_new_tokens=args.max_new_tokens, batch_size=args.rollout_batch))
+def context(args: Args, model, tokenizer) -> Context:
+    """What es_grpo.evaluate and the analyses decode with: the model as the runs decode it (scale.train's
+    FastRollout, in --rollout-dtype)."""
+    return Context(args, model, tokenizer, FastRollout(args.rollout_dtype))
+
+
+def greedy_accuracy(run: Context, problems: list[dict]) -> float:
+    roll = run.generate(run.model, run.tokenizer, [es_grpo.prompt_text(p, run.tokenizer) for p in problems],
+                        Sampling(max_new_tokens=run.args.max_new_tokens, batch_size=run.args.rollout_batch))
     return float((score(problems, roll.texts) == 1.0).float().mean())
 
 
@@ -56,12 +64,12 @@ def evaluate_model(model, tokenizer, args: Args) -> dict:
     """Pass@K and Maj@K for every K of the curve, greedy accuracy, entropy and length, on the evaluation
     problems and on each held-out task family."""
     _, evaluation, heldout = evaluation_sets(args, tokenizer)
-    ks, run = curve_ks(args.eval_samples), Context(args, model, tokenizer)
+    ks, run = curve_ks(args.eval_samples), context(args, model, tokenizer)
     result = {"problems": len(evaluation), **evaluate(run, evaluation, ks, ks, progress=True),
-              "greedy": greedy_accuracy(model, tokenizer, evaluation, args)}
+              "greedy": greedy_accuracy(run, evaluation)}
     for task, problems in heldout.items():
         result[f"heldout_{task}"] = {**evaluate(run, problems, ks, ks, progress=True),
-                                     "greedy": greedy_accuracy(model, tokenizer, problems, args)}
+                                     "greedy": greedy_accuracy(run, problems)}
     return result
 
 

@@ -7,9 +7,9 @@ import dataclasses
 import numpy as np
 import torch
 
-from analyses.evaluation import curve_ks, evaluate_model, load, named_weights, put_weights, weights_of
+from analyses.evaluation import context, curve_ks, evaluate_model, load, named_weights, put_weights, weights_of
 from analyses.statistics import per_problem
-from es_grpo import Context, evaluate
+from es_grpo import evaluate
 from scale.config import Args, evaluation_sets
 
 SATURATED = 0.95  # a held-out family the base model solves this often (Pass@1) has little room to show anything
@@ -29,7 +29,7 @@ def forgetting_control(base_name: str, es_models: list[str], grpo_models: list[s
         return [c for task in families for c in evaluate(run, heldout[task], (1,), ())["correct"]]
 
     families = list(heldout)
-    run = Context(args, model, tokenizer)
+    run = context(args, model, tokenizer)
     first = {task: evaluate(run, heldout[task], (1,), ()) for task in families}
     families = [task for task in families if first[task]["pass@1"] < SATURATED]
     result = {"families": families, "problems": problems, "samples": args.eval_samples,

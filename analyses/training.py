@@ -12,15 +12,18 @@ from pathlib import Path
 import es_grpo
 from analyses.evaluation import final, load
 from es_grpo import log
-from scale.chunks import chunked_rollout
-from scale.config import Args, evaluation_sets, parse_args
+from scale.config import Args, evaluation_sets, parse_args, saved_settings
+from scale.decode import FastRollout
 from scale.grpo import grpo_step
 from scale.population import PopulationScorer
 from scale.runs import ResumableFolder
 
-LAYERS = dict(generate=chunked_rollout, grpo_step=grpo_step,  # scale.train's layers on one process;
-              score_members=PopulationScorer("auto"),  # the ES population in one batch where it fits
-              problems=evaluation_sets)  # and data files
+
+def layers(args: Args) -> dict:
+    """scale.train's layers on one process: decoding as its runs do (FastRollout, in --rollout-dtype), GRPO's
+    micro-batches, the ES population in one batch where it fits, and data files."""
+    return dict(generate=FastRollout(args.rollout_dtype), grpo_step=grpo_step, score_members=PopulationScorer("auto"),
+                problems=evaluation_sets)
 
 
 def train_run(out: Path, argv: list[str]) -> dict:
@@ -29,28 +32,40 @@ def train_run(out: Path, argv: list[str]) -> dict:
     with torchrun -m scale.train into the same folders count too; a run with other settings in `out` is replaced
     (a folder that holds no run is refused, never replaced)."""
     args = parse_args([*argv, "--out", str(out)])
-    same = made_with(out, args)
+    changed = setting_changed(out, args)
+    if changed:
+        log(f"reproduce: {out} was made with {changed}: made again")
+    same = changed == ""
     if same and (out / "summary.json").exists():
         log(f"reproduce: {out} is done with these settings: reused")
         return json.loads((out / "summary.json").read_text())
     if same and (out / "checkpoint.pt").exists():
-        return es_grpo.run(args, **LAYERS, folder=ResumableFolder(resume=str(out)))
-    return es_grpo.run(dataclasses.replace(args, overwrite=True), **LAYERS, folder=ResumableFolder())
+        return es_grpo.run(args, **layers(args), folder=ResumableFolder(resume=str(out)))
+    return es_grpo.run(dataclasses.replace(args, overwrite=True), **layers(args), folder=ResumableFolder())
 
 
 def made_with(folder: Path, args: Args) -> bool:
-    """Whether the run in `folder` was made with these settings (its config.json; a newer flag: its default)."""
+    """Whether the run in `folder` was made with these settings."""
+    return setting_changed(folder, args) == ""
+
+
+def setting_changed(folder: Path, args: Args) -> str | None:
+    """How the run in `folder` differs from these settings (its config.json; a newer flag: its default): ""
+    not at all, else its first other setting, named with the run's value and this one; None: no readable run."""
     try:
-        saved = json.loads((folder / "config.json").read_text())
+        saved = saved_settings(json.loads((folder / "config.json").read_text()))
     except (OSError, ValueError):
-        return False
-    return all(saved.get(f.name, f.default) == getattr(args, f.name)
-               for f in dataclasses.fields(Args) if f.name not in ("out", "overwrite"))
+        return None
+    for field in dataclasses.fields(Args):
+        theirs, mine = saved.get(field.name, field.default), getattr(args, field.name)
+        if field.name not in ("out", "overwrite") and theirs != mine:
+            return f"--{field.name.replace('_', '-')} {theirs!r} (this one: {mine!r})"
+    return ""
 
 
 def run_settings(folder: Path) -> Args:
     """The settings a finished run was trained with, from its config.json (its `out`: this folder)."""
-    config = json.loads((folder / "config.json").read_text())
+    config = saved_settings(json.loads((folder / "config.json").read_text()))
     names = {field.name for field in dataclasses.fields(Args)}
     return dataclasses.replace(Args(**{key: value for key, value in config.items() if key in names}),
                                out=str(folder), overwrite=True)
@@ -69,7 +84,8 @@ def train_again(folder: Path) -> bool:
     does what it returns."""
     log(f"reproduce: {folder}'s weights are not here (not committed): training it again from its config.json")
     before = run_results(folder)
-    es_grpo.run(run_settings(folder), **LAYERS, folder=ResumableFolder())
+    settings = run_settings(folder)
+    es_grpo.run(settings, **layers(settings), folder=ResumableFolder())
     same = run_results(folder) == before
     log(f"reproduce: {folder} trained again: " + ("the same evaluations, so the same weights" if same else
         "other evaluations than before (another machine or library?): what reads it is measured again"))

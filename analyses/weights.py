@@ -8,8 +8,8 @@ from statistics import NormalDist
 import torch
 
 import es_grpo
-from analyses.evaluation import load, named_weights, put_weights, weights_of
-from es_grpo import Context, evaluate
+from analyses.evaluation import context, load, named_weights, put_weights, weights_of
+from es_grpo import evaluate
 from scale.config import Args, evaluation_sets
 
 MODULE_KINDS = (("embeddings", ("embed",)), ("lm_head", ("lm_head",)), ("norms", ("norm",)),
@@ -99,7 +99,7 @@ def sparsity_analysis(base_name: str, trained_name: str, masks: SparsityMasks, a
 
     def measure_weights(weights) -> dict:
         put_weights(model, weights)
-        return evaluate(Context(args, model, tokenizer), evaluation, (1, k), ())
+        return evaluate(context(args, model, tokenizer), evaluation, (1, k), ())
 
     null = weights_of(masks.null, args) if masks.null else None
     full = measure_weights(trained)
@@ -144,7 +144,7 @@ def sparse_over_seeds(base_name: str, es_models: list[str], null_models: list[st
 
     def correct(weights) -> list[int]:
         put_weights(model, weights)
-        return evaluate(Context(args, model, tokenizer), evaluation, (1,), ())["correct"]
+        return evaluate(context(args, model, tokenizer), evaluation, (1,), ())["correct"]
 
     result = {"samples": args.eval_samples, "sparsity": PAPER_SPARSITY, "base": correct(base), "full": [],
               "top": [], "random": []}

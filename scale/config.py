@@ -35,6 +35,9 @@ class Args(es_grpo.Args):
     grpo_microbatch: int = flag(0, "rows per forward pass, whole groups (0: all)", least=0)
     grpo_autocast: bool = flag(False, "GRPO's forward and backward passes in bfloat16 autocast (weights, AdamW "
                                       "and the loss's log-softmax stay float32)")
+    rollout_dtype: str = flag("model", "the weights while decoding on the HF path, evaluation included (model: "
+                                       "--dtype's; else a copy in this dtype, refreshed as the weights change)",
+                              ("model", *es_grpo.DTYPES))
 
 
 def parse_args(argv=None, prog=None) -> Args:
@@ -43,6 +46,15 @@ def parse_args(argv=None, prog=None) -> Args:
     parser = dataclass_parser(Args, prog)
     parser.set_defaults(**PRESETS[parser.parse_known_args(argv)[0].preset])
     return es_grpo.checked(parser, Args(**vars(parser.parse_args(argv))))
+
+
+def saved_settings(config: dict) -> dict:
+    """A run folder's config.json as today's settings. --rollout-dtype decides a run's numbers, so it is a run
+    setting; a run made when it was the launcher's (scale.train) kept it under "scale" (report/NOTES.md)."""
+    launcher = config.get("scale") or {}
+    if "rollout_dtype" in config or "rollout_dtype" not in launcher:
+        return config
+    return config | {"rollout_dtype": launcher["rollout_dtype"]}
 
 
 def own_flags() -> list[str]:

@@ -40,7 +40,6 @@ from scale.chunks import chunked_rollout
 
 ATTENTION = "es_grpo_decode"  # the attention implementation a rollout here runs with
 KEEP_SHARE = 0.75  # the cache drops its ended rows once at most this share of them is still decoding
-DTYPES = ("model", "float32", "bfloat16", "float16")
 
 
 class FastRollout:

@@ -73,16 +73,18 @@ def one_at_a_time(run: Context, state: ESState, problems: list[dict], seeds: lis
 
 def members_together(run: Context, state: ESState, prompts: int, mine: int, mode: str) -> int:
     """How many members one batched decoding scores; 0: one at a time, set in the weights. mode on:
-    always; off: never; auto: greedy, the HF rollout, and the stacked weights and eps within 1 GiB
-    or half the free GPU."""
+    always; off: never; auto: greedy, the HF rollout of the model's own weights (batched, members decode
+    the model as it is, where FastRollout would decode a copy in --rollout-dtype), and the stacked weights
+    and eps within 1 GiB or half the free GPU."""
     args, together = run.args, max(1, run.args.rollout_batch // prompts)
     if not (run.generate in (rollout, chunked_rollout) or isinstance(run.generate, FastRollout)) or mode == "off":
         return 0
     if mode == "on":
         return together
-    if args.es_temperature > 0 or together == 1:
-        return 0
     first = state.members[0]
+    copied = isinstance(run.generate, FastRollout) and getattr(torch, run.generate.dtype, first.dtype) != first.dtype
+    if args.es_temperature > 0 or together == 1 or copied:
+        return 0
     stacked = min(together, mine) * sum(p.numel() * (p.element_size() + 4) for p in state.members)
     free = torch.cuda.mem_get_info(first.device)[0] / 2 if first.device.type == "cuda" else 2**30
     return together if stacked <= free else 0

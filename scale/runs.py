@@ -29,6 +29,7 @@ import numpy as np
 import torch
 
 from es_grpo import Args, BadInput, Context, ESState, RunFolder, Stage, set_weights
+from scale.config import saved_settings
 from scale.distributed import grpo_state, load_grpo_state
 
 
@@ -76,7 +77,7 @@ class ResumableFolder(RunFolder):
             return args if replaced else super().open(args, ranks)
         folder = Path(self.resume)
         try:
-            saved = json.loads((folder / "config.json").read_text())
+            saved = saved_settings(json.loads((folder / "config.json").read_text()))
             self.locks.append(hold(folder) if ranks.is_main else None)
             path = folder / "checkpoint.pt"
             self.checkpoint = torch.load(path, weights_only=False) if path.exists() else None
@@ -183,7 +184,7 @@ def borrowed_base(source: Path, args: Args, launcher: dict) -> dict:
     whose every evaluation setting, its launcher's included, is that run's; else BadInput naming the first
     that differs, or saying that source has no base evaluation yet."""
     try:
-        saved = json.loads((source / "config.json").read_text())
+        saved = saved_settings(json.loads((source / "config.json").read_text()))
         summary, checkpoint = source / "summary.json", source / "checkpoint.pt"
         stages = (json.loads(summary.read_text()) if summary.exists() else
                   torch.load(checkpoint, weights_only=False, mmap=True))["stages"]

@@ -19,7 +19,7 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import dataclass
+from dataclasses import dataclass, fields
 from pathlib import Path
 
 import torch
@@ -27,8 +27,8 @@ from transformers import AutoTokenizer
 
 import es_grpo
 from scale import memory, verifier
-from scale.decode import DTYPES, FastRollout, cpu_has_bfloat16
-from scale.config import Args, evaluation_sets, own_flags, parse_args
+from scale.decode import FastRollout, cpu_has_bfloat16
+from scale.config import Args, evaluation_sets, own_flags, parse_args, saved_settings
 from scale.distributed import Torchrun
 from scale.grpo import grpo_step
 from scale.population import MODES, PopulationScorer
@@ -47,8 +47,6 @@ class ScaleArgs:
                               "evaluation must be this run's) instead of measuring it again")
     rollout: str = flag("hf", "rollout engine: hf (es_grpo.rollout, transformers, scale/decode.py's speed layers) or "
                               "vllm (one engine per rank)", ("hf", "vllm"))
-    rollout_dtype: str = flag("model", "the HF path's weights while decoding (model: --dtype's; else a copy in this "
-                                       "dtype, refreshed as the weights change)", DTYPES)
     vllm_memory: float = flag(0.0, "share of GPU memory vLLM may take; the rest holds the trainer (0: all that "
                                    "the trainer leaves by scale/memory.py's arithmetic, at most 0.9)")
     vllm_dtype: str = flag("auto", "the engine's weights (auto: --dtype for ES alone, so that members are the "
@@ -56,8 +54,9 @@ class ScaleArgs:
                            ("auto", "float32", "bfloat16", "float16"))
     vllm_max_len: int = flag(0, "vLLM max_model_len, prompt plus completion (0: the run's longest prompt plus "
                                 "--max-new-tokens)")
-    es_batched: str = flag("auto", "decode ES members in one batch (HF rollout; auto: if greedy and the "
-                                   "weights fit in 1 GiB or half the free GPU)", MODES)
+    es_batched: str = flag("auto", "decode ES members in one batch, in the model's own dtype (HF rollout; auto: "
+                                   "if greedy, without --rollout-dtype's copy, and the weights fit in 1 GiB or half "
+                                   "the free GPU)", MODES)
     grpo_fsdp: bool = flag(False, "shard GRPO's trained weights, gradients, AdamW states and reference over the "
                                   "ranks (FSDP2) instead of DDP; rollouts use a whole copy")
     check_every: int = flag(1, "updates between checks that all ranks hold identical weights (0: at stage ends)")
@@ -146,20 +145,21 @@ def main(argv=None, launcher=Torchrun):
         "Every other flag is es_grpo.py's (python es_grpo.py --help) or one of scale/config.py's: "
         + ", ".join(own_flags()) + "."))
     saved = saved_config(argv)
-    if saved and saved.get("scale"):
-        parser.set_defaults(**saved["scale"])
+    if saved and saved.get("scale"):  # as launched (--rollout-dtype: saved_settings)
+        launched = saved["scale"]
+        parser.set_defaults(**{f.name: launched[f.name] for f in fields(ScaleArgs) if f.name in launched})
     scale, rest = parser.parse_known_args(argv)
     ignored = [token.split("=")[0] for token in rest if token.startswith("--")]
     if scale.resume and ignored:
         parser.error(f"--resume continues a run with its saved flags: {' '.join(ignored)} would be ignored")
     args = parse_args(rest, "scale.train")
-    config = saved or vars(args)  # the settings this run will actually use
+    config = saved_settings(saved) if saved else vars(args)  # the settings this run will actually use
     world = int(os.environ.get("WORLD_SIZE", "1"))
     for bad, message in [
         (not 0 <= scale.vllm_memory < 1, "--vllm-memory must be in [0, 1) (0: computed)"),
         (scale.es_batched == "on" and config["es_temperature"] > 0, "--es-batched on needs --es-temperature 0"),
         (scale.save_every < 0, "--save-every must not be negative"),
-        (scale.rollout == "vllm" and scale.rollout_dtype != "model",
+        (scale.rollout == "vllm" and config["rollout_dtype"] != "model",
          "--rollout-dtype is the HF path's (--rollout hf); an engine's weights: --vllm-dtype"),
         (scale.check_every < 0 or scale.dist_timeout < 1,
          "--check-every must not be negative, --dist-timeout positive"),
@@ -168,12 +168,12 @@ def main(argv=None, launcher=Torchrun):
          f"--grpo-fsdp needs --grpo-prompts divisible by the number of ranks ({world})")]:
         if bad:
             parser.error(message)
-    low = "bfloat16" in (scale.rollout_dtype, config["dtype"]) or config["grpo_autocast"]
+    low = "bfloat16" in (config["rollout_dtype"], config["dtype"]) or config["grpo_autocast"]
     if low and scale.rollout == "hf" and not torch.cuda.is_available() and not cpu_has_bfloat16():
         es_grpo.log("scale.train: this CPU has no bfloat16 instructions (AVX-512 BF16, AMX): its bfloat16 "
                     "matmuls run about 8x slower than float32's; float32 is faster here (README, a real model)")
     verifier.install()  # math answers bounded in any thread and on every rank: a worker process
-    generate = FastRollout(scale.rollout_dtype)
+    generate = FastRollout(config["rollout_dtype"])
     if scale.rollout == "vllm":
         generate = VLLMRollout.launch(vllm_engine(parser, config, scale, world))
     in_engine_es = scale.rollout == "vllm" and config["algo"] == "es"  # the model is then only saved

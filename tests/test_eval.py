@@ -1,4 +1,5 @@
 """eval.py: the analyses on hand-built inputs, and each command (in this process) on the shipped model."""
+import dataclasses
 import json
 
 import numpy as np
@@ -348,6 +349,30 @@ def test_a_run_path_spans_both_stages_and_finished_runs_are_reused(tmp_path):
     assert training.train_run(out, flags)["stages"][-1]["pass@1"] == stages[-1]["pass@1"]
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 4
     assert training.train_run(out, [*flags, "--seed", "1"])["seed"] == 1  # other settings: run again
+
+
+def test_reproduce_decodes_as_its_runs_did_and_reads_the_dtype_where_older_runs_kept_it(tmp_path):
+    """A run that decoded a bfloat16 copy (scale.train --rollout-dtype bfloat16): its settings evaluate the
+    model to the run's own base evaluation, and float32 decoding would not. A run made when the flag was the
+    launcher's (config.json's "scale") is read the same, reused only by a reproduction that decodes so."""
+    from conftest import TINY_RUN, run_scale, summary_of
+    from analyses.evaluation import evaluate_model, evaluation_args, load
+    from scale.config import parse_args
+    out, flags = tmp_path / "bf16", [*TINY_RUN, "--algo", "es", "--steps", "1", "--rollout-dtype", "bfloat16"]
+    assert run_scale(*flags, "--out", str(out)).returncode == 0
+    base = summary_of(out)[0]
+    config = json.loads((out / "config.json").read_text())
+    config["scale"]["rollout_dtype"] = config.pop("rollout_dtype")  # as the launcher's flag was saved
+    (out / "config.json").write_text(json.dumps(config))
+    settings = evaluation_args(training.run_settings(out))
+    assert settings.rollout_dtype == "bfloat16"
+    measured = evaluate_model(*load("tiny", settings), settings)
+    assert [measured[key] for key in ("correct", "entropy_sums")] == [base[key] for key in ("correct", "entropy_sums")]
+    in_float32 = evaluate_model(*load("tiny", settings), dataclasses.replace(settings, rollout_dtype="model"))
+    assert in_float32["entropy_sums"] != base["entropy_sums"]
+    assert training.made_with(out, parse_args(flags))
+    assert training.setting_changed(out, parse_args(flags[:-2])) == "--rollout-dtype 'bfloat16' (this one: 'model')"
+    assert training.setting_changed(tmp_path / "none", parse_args(flags)) is None
 
 
 def test_a_model_built_by_other_pretrain_flags_is_rebuilt_and_its_runs_removed(tmp_path):

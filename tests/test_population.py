@@ -8,7 +8,8 @@ import torch
 import es_grpo
 from conftest import es_step_recording_rewards
 from es_grpo import ESState
-from scale.population import population_forward
+from scale.decode import FastRollout
+from scale.population import members_together, population_forward
 
 
 def test_population_batched_es_scores_and_updates_as_member_by_member(tiny):
@@ -39,6 +40,18 @@ def test_population_batching_falls_back_for_layers_it_cannot_batch(fresh_tiny):
     fallback = es_step_recording_rewards(model, tokenizer, problems, args, batched="on")
     expected = es_step_recording_rewards(model, tokenizer, problems, args)
     assert torch.equal(fallback[1], expected[1])
+
+
+def test_auto_batches_the_population_only_where_its_members_decode_as_evaluation_does(tiny):
+    """Batched, members decode the model as it is; with --rollout-dtype's copy in another dtype, evaluation
+    decodes the copy, so auto scores the members one at a time, through the copy too."""
+    model, tokenizer = tiny
+    params = list(model.parameters())
+    state = ESState(params, es_grpo.master_weights(params))
+    together = {dtype: members_together(es_grpo.Context(es_grpo.Args(rollout_batch=32), model, tokenizer,
+                                                        FastRollout(dtype)), state, 4, 4, "auto")
+                for dtype in ("model", "float32", "bfloat16")}
+    assert together == {"model": 8, "float32": 8, "bfloat16": 0}
 
 
 @pytest.mark.parametrize("algo", ["grpo", "es"])

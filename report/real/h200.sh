@@ -16,7 +16,7 @@
 # (--resume, with the flags it was launched with); the first run with a base evaluation lends it to the runs of
 # its seed that start later (--base-from; BASE_FROM names another lender): it is the same for all of them.
 # At the deadline the running one is stopped; the same command goes on from its last checkpoint.
-#   DEVICE=cpu SMALL=--grpo-autocast LAUNCH="--rollout-dtype bfloat16 --es-batched off" ONE_AT_A_TIME=1 \
+#   DEVICE=cpu SMALL="--grpo-autocast --rollout-dtype bfloat16" LAUNCH="--es-batched off" ONE_AT_A_TIME=1 \
 #       bash report/real/h200.sh models/SmolLM2-135M-Instruct /work/real-cpu 9000   # report/NOTES.md
 #
 # Budgets as report/REPORT.md defines them, for S = 18 (analyses/reproduction/plan.py, schedules): GRPO 2S = 36
