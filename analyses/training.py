@@ -26,11 +26,12 @@ def layers(args: Args) -> dict:
                 problems=evaluation_sets)
 
 
-def train_run(out: Path, argv: list[str]) -> dict:
+def train_run(out: Path, argv: list[str], base_from: Path | None = None) -> dict:
     """One es_grpo.py run in this process; returns its summary. A finished run in `out` made with the same
     settings is reused and an interrupted one resumed, so a long reproduction survives a crash, and runs made
     with torchrun -m scale.train into the same folders count too; a run with other settings in `out` is replaced
-    (a folder that holds no run is refused, never replaced)."""
+    (a folder that holds no run is refused, never replaced). base_from: a finished run whose base evaluation a
+    new run takes (scale.train --base-from: refused if an evaluation setting differs)."""
     args = parse_args([*argv, "--out", str(out)])
     changed = setting_changed(out, args)
     if changed:
@@ -41,7 +42,9 @@ def train_run(out: Path, argv: list[str]) -> dict:
         return json.loads((out / "summary.json").read_text())
     if same and (out / "checkpoint.pt").exists():
         return es_grpo.run(args, **layers(args), folder=ResumableFolder(resume=str(out)))
-    return es_grpo.run(dataclasses.replace(args, overwrite=True), **layers(args), folder=ResumableFolder())
+    lent = str(base_from) if base_from and (base_from / "summary.json").exists() else ""
+    return es_grpo.run(dataclasses.replace(args, overwrite=True), **layers(args),
+                       folder=ResumableFolder(base_from=lent))
 
 
 def made_with(folder: Path, args: Args) -> bool:
@@ -115,7 +118,8 @@ def population_sweep(out: Path, argv: list[str], populations: list[int], sequenc
 def grpo_at_gain(out: Path, flags: list[str], seeds: list[int], reach: float) -> dict:
     """GRPO trained again, each seed, for the updates at which its mean path reaches ES's mean Pass@1 (`reach`:
     the path's sequences there, NaN if it never does): the drift comparison that means something holds the
-    gain fixed (per step, ES and GRPO drift as their step sizes do).
+    gain fixed (per step, ES and GRPO drift as their step sizes do). The base model's evaluation is taken from
+    the seed's GRPO run where it is finished: the same settings measure the same base.
     {"updates": 0 if unreachable, "models": stage folders, "finals": rows}"""
     args = parse_args(flags)
     updates = math.ceil(reach / (args.grpo_prompts * args.grpo_group)) if math.isfinite(reach) else 0
@@ -124,7 +128,7 @@ def grpo_at_gain(out: Path, flags: list[str], seeds: list[int], reach: float) ->
         log(f"reproduce: GRPO for {updates} updates, where its path reaches ES's Pass@1, seed {seed}")
         folder = out / f"grpo-matched-s{seed}"
         finals.append(final(train_run(folder, [*flags, "--algo", "grpo", "--steps", str(updates), "--seed",
-                                               str(seed)])))
+                                               str(seed)], base_from=out / f"grpo-s{seed}")))
         models.append(str(folder / "stage1-grpo"))
     return {"updates": updates, "models": models, "finals": finals}
 

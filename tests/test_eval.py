@@ -389,14 +389,21 @@ def test_a_model_built_by_other_pretrain_flags_is_rebuilt_and_its_runs_removed(t
 
 
 def test_grpo_is_trained_again_to_the_update_where_its_path_reaches_es_pass1(tmp_path):
+    """...taking the base model's evaluation from the seed's GRPO run (a planted value comes through)."""
     from conftest import TINY_RUN
     flags = TINY_RUN[2:]  # without its --steps; 2 prompts x 2 samples: 4 sequences per update
     assert TINY_RUN[0] == "--steps" and "--steps" not in flags
+    lender = tmp_path / "grpo-s0"
+    measured = training.train_run(lender, [*flags, "--algo", "grpo", "--steps", "1"])["stages"][0]
+    summary = json.loads((lender / "summary.json").read_text())
+    summary["stages"][0]["pass@1"] = 0.123
+    (lender / "summary.json").write_text(json.dumps(summary))
     matched = training.grpo_at_gain(tmp_path, flags, [0], reach=5.0)  # 5 sequences: reached during update 2
     assert matched["updates"] == 2 and matched["models"] == [str(tmp_path / "grpo-matched-s0" / "stage1-grpo")]
     summary = json.loads((tmp_path / "grpo-matched-s0" / "summary.json").read_text())
     assert summary["algo"] == "grpo" and summary["stages"][-1]["sequences"] == 8
     assert matched["finals"] == [summary["stages"][-1]]
+    assert summary["stages"][0] == {**measured, "pass@1": 0.123}
     assert training.grpo_at_gain(tmp_path / "never", flags, [0], reach=float("nan")) == {
         "updates": 0, "models": [], "finals": []}
     assert not (tmp_path / "never").exists()

@@ -150,7 +150,7 @@ def evaluations(plan: Plan, store: Store) -> dict:
     es, grpo, base = plan.models("es"), plan.models("grpo"), plan.base_model
     forgetting_args = dataclasses.replace(plan.args, eval_samples=min(plan.samples, 64))
     forgetting = store.get("forgetting", [base, *es, *grpo], forgetting_control, base, es, grpo, forgetting_args,
-                           5 if plan.quick else 200)
+                           5 if plan.quick else plan.forgetting_problems)
     size = 4 if plan.quick else plan.args.es_population
     population = Population(size, [float(f"{plan.args.es_sigma * f:g}") for f in (0.3, 1, 3)],
                             max(size, 4 if plan.quick else plan.diversity_samples))

@@ -48,6 +48,7 @@ class Plan:
     frontier: dict[str, dict[float, int]]  # claim 1's: per algo, rate -> updates (0: the schedule's own)
     diversity_problems: int
     diversity_samples: int
+    forgetting_problems: int  # per held-out family (claim 5)
     started: float
 
     @property
@@ -123,7 +124,8 @@ def plan_of(namespace, run_flags: list[str], argv: list[str]) -> Plan:
     return Plan(out=Path(namespace.out), argv=argv, quick=quick, parts=parts, seeds=seeds, samples=samples,
                 run_flags=run_flags, small=small, flags=flags, args=args, updates=updates, seeds_of=seeds_of,
                 frontier=frontier, diversity_problems=namespace.diversity_problems,
-                diversity_samples=namespace.diversity_samples, started=time.time())
+                diversity_samples=namespace.diversity_samples,
+                forgetting_problems=namespace.forgetting_problems, started=time.time())
 
 
 class Stopwatch:
