@@ -11,7 +11,7 @@ from pathlib import Path
 
 import es_grpo
 from analyses.evaluation import final, load
-from es_grpo import log
+from es_grpo import BadInput, log
 from scale.config import Args, evaluation_sets, parse_args, saved_settings
 from scale.decode import FastRollout
 from scale.grpo import grpo_step
@@ -29,14 +29,11 @@ def layers(args: Args) -> dict:
 def train_run(out: Path, argv: list[str], base_from: Path | None = None) -> dict:
     """One es_grpo.py run in this process; returns its summary. A finished run in `out` made with the same
     settings is reused and an interrupted one resumed, so a long reproduction survives a crash, and runs made
-    with torchrun -m scale.train into the same folders count too; a run with other settings in `out` is replaced
-    (a folder that holds no run is refused, never replaced). base_from: a finished run whose base evaluation a
+    with torchrun -m scale.train into the same folders count too; a run with other settings in `out` is refused
+    (keeps_settings), and so is a folder that holds no run. base_from: a finished run whose base evaluation a
     new run takes (scale.train --base-from: refused if an evaluation setting differs)."""
     args = parse_args([*argv, "--out", str(out)])
-    changed = setting_changed(out, args)
-    if changed:
-        log(f"reproduce: {out} was made with {changed}: made again")
-    same = changed == ""
+    same = keeps_settings(out, args)
     if same and (out / "summary.json").exists():
         log(f"reproduce: {out} is done with these settings: reused")
         return json.loads((out / "summary.json").read_text())
@@ -45,6 +42,16 @@ def train_run(out: Path, argv: list[str], base_from: Path | None = None) -> dict
     lent = str(base_from) if base_from and (base_from / "summary.json").exists() else ""
     return es_grpo.run(dataclasses.replace(args, overwrite=True), **layers(args),
                        folder=ResumableFolder(base_from=lent))
+
+
+def keeps_settings(folder: Path, args: Args) -> bool:
+    """Whether `folder` holds a run made with these settings; False if it holds none; BadInput, one line naming
+    the first setting that differs, if it holds a run made with others: hours of training are not replaced
+    because a flag was forgotten (remove the folder to train it again)."""
+    changed = setting_changed(folder, args)
+    if changed:
+        raise BadInput(f"{folder}: a run made with {changed}; give its settings, or remove it to train it again")
+    return changed == ""
 
 
 def made_with(folder: Path, args: Args) -> bool:

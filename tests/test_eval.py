@@ -1,6 +1,7 @@
 """eval.py: the analyses on hand-built inputs, and each command (in this process) on the shipped model."""
 import dataclasses
 import json
+from pathlib import Path
 
 import numpy as np
 import pytest
@@ -126,6 +127,24 @@ def test_reproduce_plans_another_models_frontier_and_the_null_runs_from_its_flag
     bad = run_eval(*design, "--frontier-lrs", "3e-6,-1e-5")
     assert bad.returncode == 2 and bad.stderr.strip().splitlines() == [
         "error: --frontier-lrs 3e-6,-1e-5: not a list of RATE[:UPDATES], rates above 0 ('-1e-5')"]
+
+
+def test_reproduce_refuses_a_run_made_with_other_settings_before_training_any(tmp_path):
+    """A run in OUT/runs made with other settings (a forgotten flag, say) is one line, exit 2, before any run
+    is trained, and stays as it was: hours of training are not replaced by a mistake."""
+    from scale.config import parse_args
+    flags = ["reproduce", "--quick", "--parts", "claims", "--out", str(tmp_path)]
+    last = run_eval(*flags, "--plan").stdout.splitlines()[-1].split()  # the null ES run's flags
+    other = Path(last[last.index("--out") + 1])
+    other.mkdir(parents=True)
+    config = dataclasses.asdict(parse_args(last)) | {"rollout_dtype": "bfloat16"}
+    (other / "config.json").write_text(json.dumps(config))
+    result = run_eval(*flags)
+    assert result.returncode == 2 and result.stderr.strip().splitlines() == [
+        f"error: {other}: a run made with --rollout-dtype 'bfloat16' (this one: 'model'); give its settings, or "
+        "remove it to train it again"]
+    assert [path.name for path in (tmp_path / "runs").iterdir()] == [other.name]
+    assert json.loads((other / "config.json").read_text()) == config
 
 
 def test_quick_reproduction_report_end_to_end(tmp_path):
@@ -348,7 +367,10 @@ def test_a_run_path_spans_both_stages_and_finished_runs_are_reused(tmp_path):
     (out / "summary.json").unlink()  # interrupted after its last checkpoint: resumed, not rerun
     assert training.train_run(out, flags)["stages"][-1]["pass@1"] == stages[-1]["pass@1"]
     assert len((out / "metrics.jsonl").read_text().splitlines()) == 4
-    assert training.train_run(out, [*flags, "--seed", "1"])["seed"] == 1  # other settings: run again
+    with pytest.raises(SystemExit) as refused:  # other settings: refused, the run kept
+        training.train_run(out, [*flags, "--seed", "1"])
+    assert refused.value.code == 2 and "a run made with --seed 0 (this one: 1)" in refused.value.message
+    assert training.train_run(out, flags) == json.loads((out / "summary.json").read_text())
 
 
 def test_reproduce_decodes_as_its_runs_did_and_reads_the_dtype_where_older_runs_kept_it(tmp_path):

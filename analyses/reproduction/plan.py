@@ -10,7 +10,7 @@ from pathlib import Path
 
 import es_grpo
 from analyses.evaluation import evaluation_args
-from analyses.training import PATH_POINTS, eval_every, train_run
+from analyses.training import PATH_POINTS, eval_every, keeps_settings, train_run
 from es_grpo import log
 from scale.config import Args, parse_args
 
@@ -201,7 +201,10 @@ def planned_runs(plan: Plan):
 
 
 def train_schedules(plan: Plan):
-    """Every claims run, trained or found finished in OUT/runs."""
+    """Every claims run, trained or found finished in OUT/runs; every run in OUT/runs checked against its
+    settings before any is trained (training.keeps_settings)."""
+    for folder, run_argv, _ in planned_runs(plan):
+        keeps_settings(folder, parse_args([*run_argv, "--out", str(folder)]))
     for folder, run_argv, why in planned_runs(plan):
         log(f"reproduce: {folder.name}, {why}")
         train_run(folder, run_argv)
