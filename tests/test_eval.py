@@ -160,6 +160,7 @@ def test_quick_reproduction_report_end_to_end(tmp_path):
     result = run_eval("reproduce", "--quick", "--parts", "claims,claim6,paper-steps,sizes,untied", "--out",
                       str(report_dir), *data)
     assert result.returncode == 0, result.stderr[-2000:]
+    assert f"the base model's evaluation: {report_dir / 'runs' / 'grpo-s0'}'s" in result.stdout  # lent by GRPO
     tmp_path = report_dir
     assert json.loads((tmp_path / "runs" / "es-s0" / "config.json").read_text())["data"].endswith("train.jsonl")
     report = (tmp_path / "REPORT.md").read_text()

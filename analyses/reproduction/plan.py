@@ -202,9 +202,13 @@ def planned_runs(plan: Plan):
 
 def train_schedules(plan: Plan):
     """Every claims run, trained or found finished in OUT/runs; every run in OUT/runs checked against its
-    settings before any is trained (training.keeps_settings)."""
+    settings before any is trained (training.keeps_settings). A seed's first run lends its base model's
+    evaluation to the seed's later ones: their evaluation settings are the same, so is their base."""
     for folder, run_argv, _ in planned_runs(plan):
         keeps_settings(folder, parse_args([*run_argv, "--out", str(folder)]))
+    lenders = {}  # seed -> its first run
     for folder, run_argv, why in planned_runs(plan):
         log(f"reproduce: {folder.name}, {why}")
-        train_run(folder, run_argv)
+        seed = folder.name.rsplit("-s", 1)[1]
+        train_run(folder, run_argv, base_from=lenders.get(seed))
+        lenders.setdefault(seed, folder)
