@@ -169,7 +169,7 @@ def reproduce_parser() -> argparse.ArgumentParser:
     parser.add_argument("--samples", type=int, default=0, help="samples per problem at each stage's end: Pass@K "
                         "curves up to K = samples (default 64; --quick: 16)")
     parser.add_argument("--diversity-problems", type=int, default=100, help="problems of the claim-2 measurement")
-    parser.add_argument("--diversity-samples", type=int, default=32, help="a problem's, member and centre (>= N)")
+    parser.add_argument("--diversity-samples", type=int, default=32, help="samples a problem, member and centre (>= N)")
     parser.add_argument("--forgetting-problems", type=int, default=200, help="claim 5's held-out problems a family")
     parser.add_argument("--parts", default="claims,claim6", help="comma-separated: claims (the runs of claims "
                         "1-5, claim 1's frontier and the analyses: always), es-grpo (the reverse schedule, ES then "
