@@ -54,11 +54,6 @@ def keeps_settings(folder: Path, args: Args) -> bool:
     return changed == ""
 
 
-def made_with(folder: Path, args: Args) -> bool:
-    """Whether the run in `folder` was made with these settings."""
-    return setting_changed(folder, args) == ""
-
-
 def setting_changed(folder: Path, args: Args) -> str | None:
     """How the run in `folder` differs from these settings (its config.json; a newer flag: its default): ""
     not at all, else its first other setting, named with the run's value and this one; None: no readable run."""

@@ -97,9 +97,11 @@ def sparsity_analysis(base_name: str, trained_name: str, masks: SparsityMasks, a
     _, evaluation, _ = evaluation_sets(args, tokenizer)
     k = max(k for k in es_grpo.PASS_KS if k <= args.eval_samples)
 
+    run = context(args, model, tokenizer)  # its decoding copy (--rollout-dtype) follows put_weights
+
     def measure_weights(weights) -> dict:
         put_weights(model, weights)
-        return evaluate(context(args, model, tokenizer), evaluation, (1, k), ())
+        return evaluate(run, evaluation, (1, k), ())
 
     null = weights_of(masks.null, args) if masks.null else None
     full = measure_weights(trained)
@@ -142,9 +144,11 @@ def sparse_over_seeds(base_name: str, es_models: list[str], null_models: list[st
     _, evaluation, _ = evaluation_sets(args, tokenizer)
     base = named_weights(model)
 
+    run = context(args, model, tokenizer)  # its decoding copy (--rollout-dtype) follows put_weights
+
     def correct(weights) -> list[int]:
         put_weights(model, weights)
-        return evaluate(context(args, model, tokenizer), evaluation, (1,), ())["correct"]
+        return evaluate(run, evaluation, (1,), ())["correct"]
 
     result = {"samples": args.eval_samples, "sparsity": PAPER_SPARSITY, "base": correct(base), "full": [],
               "top": [], "random": []}

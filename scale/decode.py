@@ -65,12 +65,16 @@ class FastRollout:
         return chunked_rollout(model, tokenizer, prompts, sampling, first_row, total_rows,
                                decode=partial(fast_rollout, share=False))
 
+    def decodes_a_copy(self, model) -> bool:
+        """Whether model is decoded through a copy in another dtype (self.dtype), not as it is."""
+        dtype = getattr(torch, self.dtype, None)
+        return dtype is not None and next(model.parameters()).dtype != dtype
+
     def in_dtype(self, model):
         """model, or its copy in self.dtype, made equal to model's weights if they changed."""
-        dtype = getattr(torch, self.dtype, None)
-        params = list(model.parameters())
-        if dtype is None or params[0].dtype == dtype:
+        if not self.decodes_a_copy(model):
             return model
+        dtype, params = getattr(torch, self.dtype), list(model.parameters())
         versions = [(p.data_ptr(), p._version) for p in params]
         copied, seen = self.copies.get(id(model), (None, None))
         if copied is None:

@@ -81,10 +81,10 @@ def members_together(run: Context, state: ESState, prompts: int, mine: int, mode
         return 0
     if mode == "on":
         return together
-    first = state.members[0]
-    copied = isinstance(run.generate, FastRollout) and getattr(torch, run.generate.dtype, first.dtype) != first.dtype
+    copied = isinstance(run.generate, FastRollout) and run.generate.decodes_a_copy(run.model)
     if args.es_temperature > 0 or together == 1 or copied:
         return 0
+    first = state.members[0]
     stacked = min(together, mine) * sum(p.numel() * (p.element_size() + 4) for p in state.members)
     free = torch.cuda.mem_get_info(first.device)[0] / 2 if first.device.type == "cuda" else 2**30
     return together if stacked <= free else 0

@@ -69,7 +69,7 @@ def saved_config(argv: list[str]) -> dict | None:
     resume.add_argument("--resume", default="")
     folder = resume.parse_known_args(argv)[0].resume
     try:
-        return json.loads((Path(folder) / "config.json").read_text()) if folder else None
+        return saved_settings(json.loads((Path(folder) / "config.json").read_text())) if folder else None
     except (OSError, ValueError):
         return None
 
@@ -153,7 +153,7 @@ def main(argv=None, launcher=Torchrun):
     if scale.resume and ignored:
         parser.error(f"--resume continues a run with its saved flags: {' '.join(ignored)} would be ignored")
     args = parse_args(rest, "scale.train")
-    config = saved_settings(saved) if saved else vars(args)  # the settings this run will actually use
+    config = saved or vars(args)  # the settings this run will actually use
     world = int(os.environ.get("WORLD_SIZE", "1"))
     for bad, message in [
         (not 0 <= scale.vllm_memory < 1, "--vllm-memory must be in [0, 1) (0: computed)"),

@@ -393,7 +393,7 @@ def test_reproduce_decodes_as_its_runs_did_and_reads_the_dtype_where_older_runs_
     assert [measured[key] for key in ("correct", "entropy_sums")] == [base[key] for key in ("correct", "entropy_sums")]
     in_float32 = evaluate_model(*load("tiny", settings), dataclasses.replace(settings, rollout_dtype="model"))
     assert in_float32["entropy_sums"] != base["entropy_sums"]
-    assert training.made_with(out, parse_args(flags))
+    assert training.setting_changed(out, parse_args(flags)) == ""
     assert training.setting_changed(out, parse_args(flags[:-2])) == "--rollout-dtype 'bfloat16' (this one: 'model')"
     assert training.setting_changed(tmp_path / "none", parse_args(flags)) is None
 

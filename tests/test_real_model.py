@@ -236,8 +236,8 @@ def test_the_gpu_runs_script_in_small_and_the_trajectories_report_on_the_real_mo
     assert len(plan) == 6  # GRPO, ES, GRPO->ES, two more GRPO rates, the null ES run
     for name in ("es-s0", "grpo-s0"):
         line = next(line.split() for line in plan if line.endswith(f"/{name}"))
-        assert training.made_with(tmp_path / "runs" / name, parse_args(line))
-        assert not training.made_with(tmp_path / "runs" / name, parse_args([*line, "--eval-every", "3"]))
+        assert training.setting_changed(tmp_path / "runs" / name, parse_args(line)) == ""
+        assert training.setting_changed(tmp_path / "runs" / name, parse_args([*line, "--eval-every", "3"])) != ""
 
 
 def test_the_runs_script_one_at_a_time_lends_the_base_skips_the_finished_and_resumes_the_stopped(tmp_path):

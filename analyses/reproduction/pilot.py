@@ -22,7 +22,7 @@ import numpy as np
 import torch
 
 import es_grpo
-from analyses.evaluation import load
+from analyses.evaluation import context, load
 from analyses.statistics import CATASTROPHIC_SHARE, ENTROPY_MARGIN_SHARE, PAPER_EFFECTS
 from es_grpo import Context, ESState, GRPOState, master_weights, pass_at_k
 from scale.config import Args
@@ -36,7 +36,7 @@ Z_POWER = 1.960 + 0.842  # a two-sided 5% test with 80% power, normal quantiles 
 def measure_base(args: Args, heldout: str) -> dict:
     """The base model on `dev` (args.eval_split) problems of args.task and of `heldout`: measure_family's."""
     model, tokenizer = load(args.model, args)
-    run = Context(args, model, tokenizer, generate=FastRollout(args.rollout_dtype))
+    run = context(args, model, tokenizer)
     _, evaluation, _ = es_grpo.evaluation_sets(args, tokenizer)  # the task's problems ("auto" resolved)
     task = evaluation[0]["task"]
     families = {task: evaluation, heldout: es_grpo.evaluation_pool(heldout, args.eval_split)[:args.heldout_problems]}
@@ -91,7 +91,7 @@ def measure_updates(args: Args, task: str) -> dict:
     trainer = copy.deepcopy(model).train()
     grpo = GRPOState(torch.optim.AdamW(trainer.parameters(), lr=args.grpo_lr, weight_decay=0.0),
                      copy.deepcopy(model).requires_grad_(False))
-    grpo_run = Context(args, trainer, tokenizer, FastRollout(args.rollout_dtype))
+    grpo_run = context(args, trainer, tokenizer)
     for name, step in (("es_update", lambda i: es_grpo.es_step(es_run, es, train[:args.es_prompts], i)),
                        ("grpo_step", lambda i: grpo_step(grpo_run, grpo, train[:args.grpo_prompts], i))):
         tick = time.time()
