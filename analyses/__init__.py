@@ -3,7 +3,8 @@
     eval.py (the commands)
       -> reproduction/trajectories.py (runs stopped at a deadline, read off their trajectory points: the real
          model's report, report/real/REPORT.md, by claim 1's rule)
-      -> reproduction/report.py (REPORT.md, report.json) -> figures.py (every plot and table)
+      -> reproduction/report.py (REPORT.md, report.json) -> figures.py (every plot and table),
+         reproduction/scaling.py (a larger model's report beside the tiny model's)
       -> reproduction/claims.py (each claim: its values, rule and sentence)
       -> reproduction/matching.py (the comparisons at matched Pass@1 of claims 1, 2 and 6)
       -> reproduction/evidence.py (everything measured, once) -> reproduction/plan.py (the runs),

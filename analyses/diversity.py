@@ -10,7 +10,7 @@ import numpy as np
 import torch
 
 import es_grpo
-from analyses.evaluation import context, load
+from analyses.evaluation import context, load, measured
 from analyses.statistics import interval, per_problem
 from es_grpo import Context, score
 from scale.config import Args, evaluation_sets
@@ -197,19 +197,26 @@ class Population:  # the ES populations whose diversity diversity_analysis measu
     samples: int  # per problem, for each member and for the centre (at least N)
 
 
-def diversity_analysis(model_name: str, population: Population, args: Args) -> dict:
+def diversity_analysis(model_name: str, population: Population, args: Args, measure=measured) -> dict:
     """JS_succ, JS_pol, the predicted and the measured coverage gains of an ES population around the model,
-    one row per sigma."""
+    one row per sigma: each sigma's counts a piece of their own (measure: analyses.evaluation.measured), read
+    with this module's estimators."""
+    rows = {}
+    for draw, sigma in enumerate(population.sigmas):
+        one = dataclasses.replace(population, sigmas=[sigma])
+        counts = measure(f"diversity-sigma{sigma:g}", [model_name], population_counts, model_name, one, draw, args)
+        stats = diversity_statistics(np.array(counts["member_correct"]), np.array(counts["centre_correct"]),
+                                     counts["samples"])
+        rows[f"sigma={sigma:g}"] = counts | diversity_row(stats)
+    return rows
+
+
+def population_counts(model_name: str, population: Population, draw: int, args: Args) -> dict:
+    """population_diversity around the model at the population's (one) sigma, on the evaluation problems."""
     model, tokenizer = load(model_name, args)
     _, evaluation, _ = evaluation_sets(args, tokenizer)
-    rows, samples = {}, population.samples
-    for draw, sigma in enumerate(population.sigmas):
-        counts = population_diversity(context(args, model, tokenizer), evaluation, population.size, sigma, samples,
-                                      draw)
-        stats = diversity_statistics(np.array(counts["member_correct"]), np.array(counts["centre_correct"]), samples)
-        rows[f"sigma={sigma:g}"] = counts | diversity_row(stats)
-
-    return rows
+    return population_diversity(context(args, model, tokenizer), evaluation, population.size, population.sigmas[0],
+                                population.samples, draw)
 
 
 def diversity_row(stats: dict) -> dict:

@@ -73,6 +73,13 @@ def evaluate_model(model, tokenizer, args: Args) -> dict:
     return result
 
 
+def measured(name: str, models: list[str], function, *arguments):
+    """function(*arguments): an analysis's piece measured here and now. reproduce passes its Store.get instead
+    (the same signature), which saves each piece under NAME, so that a stopped reproduction keeps the pieces it
+    finished."""
+    return function(*arguments)
+
+
 def final(summary: dict) -> dict:
     """A run's summary.json: its last stage's evaluation."""
     return summary["stages"][-1]

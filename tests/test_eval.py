@@ -1,6 +1,7 @@
 """eval.py: the analyses on hand-built inputs, and each command (in this process) on the shipped model."""
 import dataclasses
 import json
+import subprocess
 from pathlib import Path
 
 import numpy as np
@@ -9,13 +10,14 @@ import torch
 
 import es_grpo
 import eval as cli
-from analyses import diversity, paths, statistics, training, weights
+from analyses import diversity, forgetting, paths, statistics, training, weights
 from analyses.reproduction import claims as claim_rules
 from analyses.reproduction import evidence as gathered
 from analyses.reproduction import reuse
 from conftest import in_process
 from es_grpo import js_succ
 from es_grpo import pass_at_k as es_pass_at_k
+from scale.config import Args
 
 
 def test_js_pol_estimator_matches_exact_value_and_bounds_js_succ():
@@ -101,6 +103,16 @@ def test_weight_and_run_commands_end_to_end(tmp_path, finished_run):
     assert sweep["N=2"]["alpha"] == pytest.approx(2e-3 * 2 / (32 / 31 ** 0.5), rel=1e-5)
     assert sweep["N=4"]["alpha"] / sweep["N=2"]["alpha"] == pytest.approx((4 / 3 ** 0.5) / 2, rel=1e-5)
     assert sparsity["tau=0"]["pass@1_kept"] == pytest.approx(1.0)
+
+
+def test_the_gpu_runs_script_refuses_a_deadline_that_is_not_a_number(tmp_path):
+    """report/real/h200.sh MODEL OUT SECONDS: a SECONDS that is not a whole number (bash would read the word
+    SECONDS as its own clock, a deadline seconds away) is one line naming it, exit 2, before any run."""
+    for seconds in ("SECONDS", "9000s", "-5"):
+        done = subprocess.run(["bash", "report/real/h200.sh", "m", str(tmp_path / "out"), seconds],
+                              cwd=Path(cli.__file__).parent, capture_output=True, text=True, timeout=60)
+        assert done.returncode == 2 and done.stderr.count("\n") == 1 and f"'{seconds}'" in done.stderr
+    assert not (tmp_path / "out").exists()
 
 
 def test_reproduce_plans_another_models_frontier_and_the_null_runs_from_its_flags(tmp_path):
@@ -590,6 +602,68 @@ def test_an_analysis_is_reused_only_while_its_arguments_and_models_runs_are_the_
     assert len(measured_calls) == 4 and "this invocation" not in again.made["sparsity"]
 
 
+def test_a_stopped_analysis_keeps_the_pieces_it_finished(tmp_path, finished_run):
+    """forgetting_control saves a piece a model, diversity_analysis a piece a sigma, through reproduce's Store:
+    stopped in its last piece, an analysis measures only that piece again, and its pieces compose what it
+    measures in one go."""
+    folder, _ = finished_run
+    es, grpo = str(folder / "stage2-es"), str(folder / "stage1-grpo")
+    args = Args(eval_samples=4, eval_problems=2, heldout_problems=2, max_new_tokens=8, eval_temperature=1.0)
+    population = diversity.Population(2, [1e-3, 3e-3], 2)
+    stop = {"forgetting-grpo-0", "diversity-sigma0.003"}
+
+    def store_stopping(store):  # Store.get, stopped (as by Ctrl-C) where a piece named in `stop` begins
+        def get(name, models, function, *arguments):
+            if name in stop:
+                raise KeyboardInterrupt(name)
+            return store.get(name, models, function, *arguments)
+        return get
+    for analysis in (lambda measure: forgetting.forgetting_control("tiny", [es], [grpo], args, 2, measure),
+                     lambda measure: diversity.diversity_analysis("tiny", population, args, measure)):
+        with pytest.raises(KeyboardInterrupt):
+            analysis(store_stopping(reuse.Store(tmp_path / "reused")))
+    assert sorted(path.stem for path in (tmp_path / "reused").iterdir()) == [
+        "diversity-sigma0.001", "forgetting-base", "forgetting-es-0", "forgetting-noise-0"]
+    stop.clear()
+    store = reuse.Store(tmp_path / "reused")
+    kept = [analysis(store_stopping(store)) for analysis in (
+        lambda measure: forgetting.forgetting_control("tiny", [es], [grpo], args, 2, measure),
+        lambda measure: diversity.diversity_analysis("tiny", population, args, measure))]
+    measured_again = [name for name, made in store.made.items() if "this invocation" in made]
+    assert measured_again == ["forgetting-grpo-0", "diversity-sigma0.003"]
+    whole = [forgetting.forgetting_control("tiny", [es], [grpo], args, 2),
+             diversity.diversity_analysis("tiny", population, args)]
+    assert kept[0]["families"] and kept[0]["grpo"][0]  # held-out counts were measured
+    assert json.dumps(kept, default=float) == json.dumps(whole, default=float)  # NaN reads as NaN
+
+
+def test_a_larger_models_report_says_what_changed_from_the_tiny_models(tmp_path):
+    """scale_section: beside the tiny report (OUT/../report.json), a larger model's report gives GRPO's entropy
+    fall at each rate's end, ES's Pass@1 gain and every claim's verdict, here and there; nothing for the tiny
+    model itself or without the tiny report."""
+    from types import SimpleNamespace
+
+    from analyses.reproduction.scaling import scale_section
+    (tmp_path / "report.json").write_text(json.dumps({
+        "seeds": [0, 1, 2, 3, 4], "claims": [[claim_rules.CLAIMS[1], "inconclusive", "..."]],
+        "evidence": {"entropy_fall_grpo-lr1e-05": [-0.14, -0.2, -0.08], "es_pass1_gain": [0.017, 0.012, 0.023]}}))
+    values = {"entropy_fall_grpo": (-0.97, -0.98, -0.96), "entropy_fall_grpo-lr3e-06": (-0.25, -0.3, -0.2),
+              "es_pass1_gain": (0.055, 0.041, 0.069)}
+    claims = [claim_rules.Claim(1, claim_rules.CLAIMS[1], values, (), ""),
+              claim_rules.Claim(5, claim_rules.CLAIMS[5], {}, (), "")]
+    plan = SimpleNamespace(out=tmp_path / "real", args=SimpleNamespace(model="models/SmolLM2"), seeds=[0])
+    text = "\n".join(scale_section(SimpleNamespace(plan=plan), claims))
+    assert "here grpo -97%, grpo-lr3e-06 -25% (1 of 2 learning rates halved or more)" in text
+    assert "grpo-lr1e-05 -14% (0 of 1)" in text and "is seen here at grpo." in text
+    assert "here +0.055 [+0.041, +0.069]; on the tiny model +0.017 [+0.012, +0.023]. 1 seed here; 5 seeds" in text
+    assert f"| 1. {claim_rules.CLAIMS[1]} | not measured | inconclusive |" in text
+    assert f"| 5. {claim_rules.CLAIMS[5]} | not measured | - |" in text
+    assert scale_section(SimpleNamespace(plan=SimpleNamespace(**{**vars(plan), "args": SimpleNamespace(model="")})),
+                         claims) == []
+    assert scale_section(SimpleNamespace(plan=SimpleNamespace(**{**vars(plan), "out": tmp_path / "a" / "b"})),
+                         claims) == []
+
+
 KEYS_OF_EDITS = """
 import importlib, json, sys
 sys.dont_write_bytecode = True  # an edit of the same size in the same second: a cached .pyc would hide it
@@ -611,7 +685,6 @@ def test_a_changed_constant_or_body_of_a_measurement_changes_its_reuse_key(tmp_p
     (sparsify) changed in its body: the key of claim 4's saved analysis changes, so reproduce measures it
     again. sparsify's docstring changed: the key stays."""
     import shutil
-    import subprocess
     import sys
     from pathlib import Path
     root = Path(__file__).resolve().parents[1]
@@ -636,7 +709,7 @@ def test_the_package_imports_run_one_way():
               ["reproduction.reuse"], ["reproduction.plan", "reproduction.pilot"], ["reproduction.evidence"],
               ["reproduction.matching"],
               ["reproduction.claims"],
-              ["figures"], ["reproduction.report"], ["reproduction.trajectories"]]
+              ["figures", "reproduction.scaling"], ["reproduction.report"], ["reproduction.trajectories"]]
     rank = {f"analyses.{name}": i for i, names in enumerate(layers) for name in names}
     modules = {f"analyses.{'.'.join(path.relative_to(root / 'analyses').with_suffix('').parts)}": path
                for path in (root / "analyses").rglob("*.py") if path.name != "__init__.py"}

@@ -10,7 +10,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analyses.diversity import Population, diversity_analysis, diversity_row, diversity_statistics
+from analyses.diversity import Population, diversity_analysis
 from analyses.forgetting import forgetting_control
 from analyses.paths import comparisons, load_runs, pass_at_k_curves, training_curves
 from analyses.reproduction.plan import Plan, Stopwatch, frontier_runs
@@ -145,21 +145,19 @@ def drift_ratio(drift_of: dict, es_models: list[str], grpo_models: list[str]) ->
 
 
 def evaluations(plan: Plan, store: Store) -> dict:
-    """Claims 2 and 5's measurements: forgetting against its noise control, and the ES populations' diversity
-    (its counts read again with this package's estimators)."""
+    """Claims 2 and 5's measurements: forgetting against its noise control, and the ES populations' diversity,
+    each saved in pieces (a model's held-out counts, a sigma's population counts), so that a reproduction stopped
+    midway keeps the pieces it finished."""
     es, grpo, base = plan.models("es"), plan.models("grpo"), plan.base_model
     forgetting_args = dataclasses.replace(plan.args, eval_samples=min(plan.samples, 64))
-    forgetting = store.get("forgetting", [base, *es, *grpo], forgetting_control, base, es, grpo, forgetting_args,
-                           5 if plan.quick else plan.forgetting_problems)
+    forgetting = forgetting_control(base, es, grpo, forgetting_args, 5 if plan.quick else plan.forgetting_problems,
+                                    store.get)
     size = 4 if plan.quick else plan.args.es_population
     population = Population(size, [float(f"{plan.args.es_sigma * f:g}") for f in (0.3, 1, 3)],
                             max(size, 4 if plan.quick else plan.diversity_samples))
     diversity_args = dataclasses.replace(plan.analysis_args,
                                          eval_problems=3 if plan.quick else plan.diversity_problems)
-    diversity = store.get("diversity", [base], diversity_analysis, base, population, diversity_args)
-    for row in diversity.values():  # a saved measurement's counts, read with this package's estimators
-        row |= diversity_row(diversity_statistics(np.array(row["member_correct"]),
-                                                  np.array(row["centre_correct"]), row["samples"]))
+    diversity = diversity_analysis(base, population, diversity_args, store.get)
     return {"forgetting": forgetting, "diversity": diversity}
 
 

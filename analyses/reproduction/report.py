@@ -9,11 +9,11 @@ from pathlib import Path
 
 from analyses import figures
 from analyses.diversity import JS_SAMPLES
-from analyses.figures import sizes_table
 from analyses.forgetting import SATURATED
 from analyses.paths import LABELS, heldout_families
 from analyses.reproduction.claims import Claim
 from analyses.reproduction.evidence import Evidence
+from analyses.reproduction.scaling import scale_section
 from analyses.statistics import (CATASTROPHIC_SHARE, ENTROPY_MARGIN_SHARE, PAPER_EFFECTS, TOLERANCE, VERDICTS,
                                  Interval, detectable, informative, mean_std, per_problem, problems_for, reachable,
                                  seeds_for, shown)
@@ -24,7 +24,7 @@ def write_report(evidence: Evidence, claims: list[Claim]):
     draw_plots(evidence)
     plan = evidence.plan
     sections = [*report_header(evidence), *budgets_section(evidence), *minutes_section(evidence),
-                *claims_section(claims), *power_section(evidence, claims)]
+                *claims_section(claims), *power_section(evidence, claims), *scale_section(evidence, claims)]
     for section in (calibration_section, models_section, curves_section, matched_section, diversity_section,
                     drift_section, forgetting_section, claim6_section, sizes_section):
         sections += section(evidence)
@@ -322,7 +322,7 @@ def sizes_section(evidence: Evidence) -> list[str]:
     sizes = evidence.sizes
     if not sizes:
         return []
-    table = sizes_table(sizes)
+    table = figures.sizes_table(sizes)
     return ["## Claim 6: population size against model size", "",
             "ES population sweeps at equal sequences (the sweep above) on the shipped model and on models "
             "pretrained here as it was, with other widths and depths (`OUT/models`; the larger one at a third of "

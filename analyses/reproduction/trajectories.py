@@ -24,6 +24,7 @@ from analyses.paths import LABELS, matched, path_arrays, path_point, read_metric
 from analyses.reproduction.claims import claim1, claim1_values
 from analyses.reproduction.pilot import entropy_difference_variance
 from analyses.reproduction.report import outcome_word
+from analyses.reproduction.scaling import scale_paragraph
 from analyses.statistics import (PAPER_EFFECTS, detectable, entropy_change, interval, paired_difference, per_problem,
                                  shown)
 
@@ -187,26 +188,6 @@ def run_table(runs: dict, rows: dict) -> list[str]:
     return lines
 
 
-def scale_paragraph(claim, parts: dict, tiny_report: Path) -> list[str]:
-    """What changed from the tiny model to this one: GRPO's entropy fall at each learning rate's end and ES's
-    Pass@1 gain, each report's own numbers (the tiny one's report.json, if beside)."""
-    real = {parts["grpo"] if key == "entropy_fall_grpo" else key[len("entropy_fall_"):]: value
-            for key, value in claim.values.items() if key.startswith("entropy_fall_")}
-    tiny = json.loads(tiny_report.read_text())["evidence"] if tiny_report.is_file() else {}
-    tiny_falls = {key[len("entropy_fall_"):]: value for key, value in tiny.items() if key.startswith("entropy_fall_")}
-    said = lambda falls: ", ".join(f"{name} {value[0]:+.0%}" for name, value in falls.items())  # noqa: E731
-    halved = lambda falls: sum(value[0] <= -0.5 for value in falls.values())  # noqa: E731
-    near_zero = [name for name, value in real.items() if value[0] <= -0.9]
-    seen = f"seen here at {', '.join(near_zero)}" if near_zero else "not seen here"
-    gain, tiny_gain = claim.values["es_pass1_gain"], shown(tiny["es_pass1_gain"]) if "es_pass1_gain" in tiny else "-"
-    return ["## What changed with scale", "",
-            f"GRPO's token entropy at each run's end, relative to the base model's: here {said(real)} "
-            f"({halved(real)} of {len(real)} learning rates halved or more); on the tiny model ({tiny_report}) "
-            f"{said(tiny_falls) or 'not found'} ({halved(tiny_falls)} of {len(tiny_falls)}). The collapse the paper "
-            f"reports (entropy near 0, after Cui et al.) is {seen}. ES's Pass@1 gain over the base: here "
-            f"{shown(gain)}; on the tiny model {tiny_gain}. One seed here; five there."]
-
-
 def report_lines(runs: dict, parts: dict, claim, control: dict, rows: dict, curves: dict, command: str,
                  out: Path) -> list[str]:
     """REPORT.md: how it was made, the runs, claim 1's verdict by the tiny report's rule, the null control, Pass@K
@@ -243,7 +224,7 @@ def report_lines(runs: dict, parts: dict, claim, control: dict, rows: dict, curv
     return lines + ["", "![paths](paths.png)", "", "*Paths of the ES and GRPO runs (and, dashed, the others) in the "
                     f"(Pass@1, Pass@{K}) and (Pass@1, entropy) planes and along sequences generated.*", "",
                     "![Pass@K](pass_at_k.png)", "", *limits(claim, curves, runs, out / "pilot.json"), "",
-                    *scale_paragraph(claim, parts, out.parent / "report.json")]
+                    *scale_paragraph(claim.values, parts["grpo"], 1, out.parent / "report.json")]
 
 
 def limits(claim, curves: dict, runs: dict, pilot_file: Path) -> list[str]:

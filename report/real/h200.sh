@@ -17,7 +17,7 @@
 # its seed that start later (--base-from; BASE_FROM names another lender): it is the same for all of them.
 # At the deadline the running one is stopped; the same command goes on from its last checkpoint.
 #   DEVICE=cpu SMALL="--grpo-autocast --rollout-dtype bfloat16" LAUNCH="--es-batched off" ONE_AT_A_TIME=1 \
-#       bash report/real/h200.sh models/SmolLM2-135M-Instruct /work/real-cpu 9000   # report/NOTES.md
+#       bash report/real/h200.sh models/SmolLM2-135M-Instruct report/real-cpu 9000   # report/NOTES.md
 #
 # Budgets as report/REPORT.md defines them, for S = 18 (analyses/reproduction/plan.py, schedules): GRPO 2S = 36
 # steps, GRPO->ES S (9 + 9), ES and the null ES S/2 + S/2 x 128/512 = 12 updates (as many sequences as
@@ -30,6 +30,7 @@
 set -u
 (($# == 3)) || { echo "usage: h200.sh MODEL OUT SECONDS" >&2; exit 2; }
 model=$1; out=$2; seconds=$3
+[[ $seconds =~ ^[0-9]+$ ]] || { echo "h200.sh: SECONDS is a whole number of seconds, not '$seconds'" >&2; exit 2; }
 design=(--out "$out" --preset paper --model "$model" --task add --device "${DEVICE:-cuda}" --max-new-tokens 128
         --rollout-batch 1024 --eval-split test --eval-problems 100 --heldout-problems 50 --es-population 16
         --es-prompts 32 --grpo-prompts 16 --grpo-group 8 --grpo-microbatch 32 --grpo-lr 1e-5 --es-alpha 1e-3
