@@ -8,6 +8,7 @@ import importlib.util
 import json
 import os
 import shlex
+import shutil
 import signal
 import subprocess
 import sys
@@ -269,23 +270,27 @@ def test_the_runs_script_one_at_a_time_lends_the_base_skips_the_finished_and_res
 def test_the_quick_reproduction_on_the_real_model(tmp_path):
     """`eval.py reproduce --quick` with the real design's model, task, rates and decoding (report/real/h200.sh's
     as this CPU runs it; of its frontier, 3e-5 alone): every claims run on SmolLM2 and every analysis of claims
-    1-5 on it, to REPORT.md.
+    1-5 on it, to REPORT.md, which says what changed from the tiny report beside it (report/report.json).
     (The design's own sizes are out of a CPU's reach: claim 5's forgetting control alone reads 200 held-out
     problems per model.)"""
     import eval as cli
     torch.set_num_threads(2)  # as the `real` fixture: a 135M model's matmuls pay for a second thread
-    made = in_process(cli.main, "reproduce", "--quick", "--out", str(tmp_path), "--preset", "paper", "--model",
+    out = tmp_path / "real"
+    shutil.copy(ROOT / "report" / "report.json", tmp_path / "report.json")  # as report/real-cpu's neighbour
+    made = in_process(cli.main, "reproduce", "--quick", "--out", str(out), "--preset", "paper", "--model",
                       FOLDER, "--task", "add", "--max-new-tokens", "8", "--grpo-group", "2", "--grpo-microbatch", "8",
                       "--grpo-lr", "1e-5", "--es-alpha", "1e-3", "--frontier-lrs", "3e-5", "--frontier-alphas", "",
                       "--rollout-dtype", "bfloat16", "--parts", "claims")
     assert made.returncode == 0, made.stderr[-3000:]
-    runs = {path.parent.name for path in (tmp_path / "runs").glob("*/summary.json")}
+    runs = {path.parent.name for path in (out / "runs").glob("*/summary.json")}
     assert runs == {"es-s0", "grpo-s0", "grpo-es-s0", "grpo-lr3e-05-s0", "es-null-s0"}
-    config = json.loads((tmp_path / "runs" / "es-s0" / "config.json").read_text())
+    config = json.loads((out / "runs" / "es-s0" / "config.json").read_text())
     assert (config["model"], config["rollout_dtype"]) == (FOLDER, "bfloat16")
-    claims = json.loads((tmp_path / "report.json").read_text())["claims"]
+    claims = json.loads((out / "report.json").read_text())["claims"]
     assert [verdict != "not measured" for _, verdict, _ in claims] == [True] * 5 + [False]  # claim 6: its own part
     assert "the best of 2 learning rates' paths" in claims[0][2]
-    report = (tmp_path / "REPORT.md").read_text()
+    report = (out / "REPORT.md").read_text()
     assert "GRPO at learning rates from 1e-05 to 3e-05 and ES at one alpha" in report
+    assert "## What changed with scale" in report and "on the tiny model (" in report
+    assert f"| 5. {claims[4][0]} | {claims[4][1]} | reproduced |" in report  # the tiny report's claim 5
     assert "| module kinds by drift | here, largest first | the paper's largest |" in report
