@@ -662,7 +662,7 @@ def member_seeds(args: Args, seed: int) -> list[int]:
 def es_step(run: Context, state: ESState, problems: list[dict], seed: int) -> dict:
     """Score N perturbed copies master + sigma * eps_n on the same prompts (and sampling noise),
     then move toward the better ones. At scale each process scores some members; only scores are
-    exchanged, and eps regenerated from seeds."""
+    exchanged, eps regenerated from seeds (the scores, logged, remake the update undecoded)."""
     args = run.args
     seeds = member_seeds(args, seed)
     scores, drawn = run.score_members(run, state, problems, seeds, seed)
@@ -675,8 +675,8 @@ def es_step(run: Context, state: ESState, problems: list[dict], seed: int) -> di
     tokens = int(scores["tokens"].sum())
     return {"reward": float(rewards.mean()), "reward_std": float(rewards.std()),
             "reward_max": float(rewards.max()), "disagreement": js_succ(scores["solved"].float()),
-            "entropy": float(scores["entropy_sum"].sum()) / max(tokens, 1),
-            "sequences": len(seeds) * len(problems), "tokens": tokens}
+            "entropy": float(scores["entropy_sum"].sum()) / max(tokens, 1), "tokens": tokens,
+            "sequences": len(seeds) * len(problems), "member_rewards": scores["reward"].tolist()}
 
 def score_members(run: Context, state: ESState, problems: list[dict], seeds: list[int],
                   seed: int) -> tuple[dict, dict]:

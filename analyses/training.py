@@ -7,7 +7,10 @@ import dataclasses
 import json
 import math
 import shutil
+import warnings
 from pathlib import Path
+
+import torch
 
 import es_grpo
 from analyses.evaluation import final, load
@@ -80,6 +83,96 @@ def run_results(folder: Path) -> list[dict]:
     """A finished run's evaluations, stage by stage, less their timings: what tells one training from another."""
     stages = json.loads((folder / "summary.json").read_text())["stages"]
     return [{key: value for key, value in stage.items() if key != "seconds"} for stage in stages]
+
+
+NOT_TRAINING = ("seconds", "seq_per_s", "eval")  # a metrics line's timings and trajectory point
+# what a replay remakes of a metrics line (it decodes nothing: no tokens, entropy or disagreement)
+REPLAYED = ("update", "stage", "reward", "reward_std", "reward_max", "sequences", "member_rewards")
+
+
+def weights_again(folder: Path) -> bool:
+    """A finished run's weights, not kept, made again without its evaluations, which take most of a run's time
+    (the real model's ES run: 11 of its 42 minutes trained), in FOLDER/again, its stage models then moved into
+    FOLDER. An ES run whose metrics.jsonl keeps its members' rewards is replayed (RecordedRewards: nothing
+    decoded, so no machine's rounding of the model enters, only torch's seeded noise). Any other run is trained
+    again with no evaluation problems and no trajectory points, each update's training metrics compared with
+    the run's own as it is made (CheckedFolder): bit-exact training gives the same numbers at every update, so
+    the same weights after the last. False at the first difference (another machine's rounding), nothing
+    moved: train_again then trains and evaluates the run in full. Resumed if stopped midway."""
+    again, lines = folder / "again", training_lines(folder)
+    settings = dataclasses.replace(run_settings(folder), out=str(again), eval_every=0)
+    resume = setting_changed(again, settings) == "" and (again / "checkpoint.pt").exists()
+    if not resume:
+        shutil.rmtree(again, ignore_errors=True)
+    replay = all(line["stage"] == "es" and "member_rewards" in line for line in lines)
+    log(f"reproduce: {folder}'s weights are not here (not committed): "
+        + (f"its ES updates replayed from their rewards in {again}" if replay else
+           f"training it again, unevaluated, in {again}"))
+    hooks = layers(settings) | {"problems": training_problems} | (
+        {"score_members": RecordedRewards(lines)} if replay else {})
+    checked = CheckedFolder([{key: line[key] for key in REPLAYED} if replay else line for line in lines],
+                            resume=str(again) if resume else "")
+    try:
+        with warnings.catch_warnings():  # an evaluation of no problems: NaN, said once a stage
+            warnings.simplefilter("ignore", RuntimeWarning)
+            es_grpo.run(settings, **hooks, folder=checked)
+    except TrainedOtherwise as difference:
+        log(f"reproduce: {folder} trained again: {difference}; trained again in full")
+        shutil.rmtree(again)
+        return False
+    for stage in again.glob("stage*-*"):
+        shutil.rmtree(folder / stage.name, ignore_errors=True)
+        stage.rename(folder / stage.name)
+    shutil.rmtree(again)
+    log(f"reproduce: {folder} trained again: every update's training metrics the same, so the same weights")
+    return True
+
+
+def training_problems(args: Args, tokenizer):  # a run's training problems, and nothing to evaluate
+    return evaluation_sets(args, tokenizer)[0], [], {}
+
+
+class RecordedRewards:
+    """es_step's score_members hook for a replay: each update's members' rewards as its metrics line recorded
+    them (nothing decoded, no tokens). With the members' noise seeds, drawn again from the run's seed, they are
+    the update (Salimans et al. 2017: ES workers exchange only scalars)."""
+
+    def __init__(self, lines: list[dict]):
+        self.rewards = {line["update"]: line["member_rewards"] for line in lines}
+
+    def __call__(self, run, state, problems: list[dict], seeds: list[int], seed: int) -> tuple[dict, dict]:
+        update = seed - run.args.seed * 1_000_003 + 1  # train_stage's seed of an update
+        scores = es_grpo.new_scores(len(seeds), len(problems))
+        scores["reward"] = torch.tensor(self.rewards[update], dtype=torch.float64)  # (N,)
+        return scores, {}
+
+
+class TrainedOtherwise(Exception):
+    pass
+
+
+class CheckedFolder(ResumableFolder):
+    """A run folder that compares each update's training metrics, once written, with `expected` (a run's own,
+    training_lines, each with the keys to compare) and stops the run at the first that differs
+    (TrainedOtherwise)."""
+
+    def __init__(self, expected: list[dict], **options):
+        super().__init__(**options)
+        self.expected = expected
+
+    def after_update(self, run, stage, results: list):
+        number = stage.offset + stage.done
+        wanted = self.expected[number - 1] if number <= len(self.expected) else {}
+        made = training_lines(Path(run.args.out))[-1]
+        key = next((key for key in wanted if made.get(key) != wanted[key]), None) if wanted else "update"
+        if key:
+            raise TrainedOtherwise(f"update {number}'s {key} is {made.get(key)!r}, the run's {wanted.get(key)!r}")
+        super().after_update(run, stage, results)
+
+
+def training_lines(folder: Path) -> list[dict]:
+    lines = [json.loads(line) for line in (folder / "metrics.jsonl").read_text().splitlines() if line.strip()]
+    return [{key: value for key, value in line.items() if key not in NOT_TRAINING} for line in lines]
 
 
 def train_again(folder: Path) -> bool:

@@ -1,6 +1,7 @@
 """eval.py: the analyses on hand-built inputs, and each command (in this process) on the shipped model."""
 import dataclasses
 import json
+import shutil
 import subprocess
 from pathlib import Path
 
@@ -197,16 +198,21 @@ def test_quick_reproduction_report_end_to_end(tmp_path):
     assert "| lm_head |" in untied.splitlines()[2] and "ties its LM head" not in untied.split("##")[0]
     assert all((tmp_path / "analyses" / name / f"{name}.png").exists()
                for name in ("drift", "sparsity", "diversity", "curves", "pass_at_k", "paths", "sizes"))
-    # ES's weights gone and its summary saying otherwise than its training evaluates (as if made elsewhere):
-    # trained again for the weight analyses, then read as it is now, not as it was when the gathering began
+    # ES's weights gone, its metrics and summary other than its training here gives (as if made elsewhere): not
+    # replayed (update 1's reward is not its members'), trained again in full for the weight analyses, then read
+    # as it is now, not as it was when the gathering began
     es = tmp_path / "runs" / "es-s0"
     for file in (es / "stage1-es").glob("*.safetensors"):
         file.unlink()
+    lines = (es / "metrics.jsonl").read_text().splitlines()
+    lines[0] = json.dumps(json.loads(lines[0]) | {"reward": json.loads(lines[0])["reward"] + 0.01})
+    (es / "metrics.jsonl").write_text("\n".join(lines) + "\n")
     summary = json.loads((es / "summary.json").read_text())
     summary["stages"][-1] |= {"correct": [0] * len(summary["stages"][-1]["correct"]), "pass@1": 0.0}
     (es / "summary.json").write_text(json.dumps(summary))
     again = run_eval("reproduce", "--quick", "--parts", "claims", "--out", str(report_dir), *data)
     assert again.returncode == 0 and "evaluate otherwise: gathered again" in again.stdout, again.stderr[-2000:]
+    assert "update 1's reward is" in again.stdout  # the replay stopped at the first update
     retrained = json.loads((es / "summary.json").read_text())["stages"][-1]
     curve = json.loads((tmp_path / "report.json").read_text())["curves"]["es"]
     assert curve["pass@1"] == pytest.approx(retrained["pass@1"]) and retrained["pass@1"] > 0
@@ -384,6 +390,35 @@ def test_a_run_path_spans_both_stages_and_finished_runs_are_reused(tmp_path):
         training.train_run(out, [*flags, "--seed", "1"])
     assert refused.value.code == 2 and "a run made with --seed 0 (this one: 1)" in refused.value.message
     assert training.train_run(out, flags) == json.loads((out / "summary.json").read_text())
+
+
+def test_a_runs_lost_weights_come_back_bit_for_bit_without_its_evaluations(tmp_path, capsys):
+    """A committed run keeps its settings, metrics and summary; its weights are trained again unevaluated, kept
+    only where every update's training metrics are the run's own, else left for a full training."""
+    from conftest import TINY_RUN
+    out = tmp_path / "run"
+    training.train_run(out, [*TINY_RUN, "--steps", "4", "--eval-every", "2", "--trajectory-samples", "4"])
+    stages = sorted(out.glob("stage*-*"))
+    weights = {stage.name: (stage / "model.safetensors").read_bytes() for stage in stages}
+    kept = {name: (out / name).read_bytes() for name in ("config.json", "metrics.jsonl", "summary.json")}
+    for stage in stages:
+        shutil.rmtree(stage)
+    assert training.weights_again(out)
+    assert {stage.name: (stage / "model.safetensors").read_bytes() for stage in stages} == weights
+    assert {name: (out / name).read_bytes() for name in kept} == kept and not (out / "again").exists()
+    lines = kept["metrics.jsonl"].decode().splitlines()
+    changed = json.loads(lines[1]) | {"reward": json.loads(lines[1])["reward"] + 1e-9}  # another training's
+    (out / "metrics.jsonl").write_text("\n".join([lines[0], json.dumps(changed), *lines[2:]]) + "\n")
+    shutil.rmtree(stages[-1])
+    assert not training.weights_again(out) and not stages[-1].exists() and not (out / "again").exists()
+    assert f"update 2's reward is {json.loads(lines[1])['reward']!r}" in capsys.readouterr().out  # stopped there
+    for name, null in (("es", []), ("null", ["--es-null"])):  # ES alone: replayed from its members' rewards
+        es = tmp_path / name
+        training.train_run(es, [*TINY_RUN, "--algo", "es", "--steps", "3", *null])
+        trained = (es / "stage1-es" / "model.safetensors").read_bytes()
+        shutil.rmtree(es / "stage1-es")
+        assert training.weights_again(es) and (es / "stage1-es" / "model.safetensors").read_bytes() == trained
+        assert "its ES updates replayed from their rewards" in capsys.readouterr().out
 
 
 def test_reproduce_decodes_as_its_runs_did_and_reads_the_dtype_where_older_runs_kept_it(tmp_path):
@@ -576,7 +611,7 @@ def finished_run(folder, seed: int = 0):
 
 def test_an_analysis_is_reused_only_while_its_arguments_and_models_runs_are_the_same(tmp_path, monkeypatch):
     trained_again = []
-    monkeypatch.setattr(reuse, "train_again", trained_again.append)
+    monkeypatch.setattr(reuse, "weights_again", lambda run: trained_again.append(run) or True)
     model, store = finished_run(tmp_path / "runs" / "es-s0"), reuse.Store(tmp_path / "reused")
     measured_calls.clear()
     first = store.get("sparsity", ["tiny", model], measured, "tiny", model, 16)

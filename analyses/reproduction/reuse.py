@@ -2,7 +2,8 @@
 often than they change. Each result is saved with a key of everything that decides its numbers: the
 function's code (and this package's functions and constants it names, transitively), its arguments, and each
 model's identity. A changed key measures again; a model whose weights are not here (a report's committed runs
-keep their settings, metrics and summaries, not their weights) is trained again first, from its own settings."""
+keep their settings, metrics and summaries, not their weights) is trained again first, from its own settings,
+without its evaluations where its training comes out the same (training.weights_again)."""
 from __future__ import annotations
 
 import ast
@@ -16,7 +17,7 @@ import textwrap
 from pathlib import Path
 
 import es_grpo
-from analyses.training import run_results, train_again
+from analyses.training import run_results, train_again, weights_again
 from es_grpo import log
 
 PACKAGE = "analyses"
@@ -114,7 +115,7 @@ class Store:
     def get(self, name: str, models: list[str], function, *arguments):
         """function(*arguments), or the result saved under NAME with the same key. models: the model paths
         among the arguments (or inside them), each keyed by identity() and trained again if its weights are
-        missing and the result must be measured."""
+        missing and the result must be measured (its evaluations too where its training comes out otherwise)."""
         path = self.folder / f"{name}.json"
         key = self.key(function, arguments, models)
         try:
@@ -126,7 +127,7 @@ class Store:
         except (OSError, ValueError, KeyError, TypeError):
             pass
         for run in dict.fromkeys(run_folder(m) for m in models if not has_weights(m)):
-            if not train_again(run):
+            if not (weights_again(run) or train_again(run)):
                 self.evaluated_otherwise.append(run)
         key = self.key(function, arguments, models)  # runs trained again: read their summaries again
         result = function(*arguments)
