@@ -214,7 +214,8 @@ def grpo_at_gain(out: Path, flags: list[str], seeds: list[int], reach: float) ->
     """GRPO trained again, each seed, for the updates at which its mean path reaches ES's mean Pass@1 (`reach`:
     the path's sequences there, NaN if it never does): the drift comparison that means something holds the
     gain fixed (per step, ES and GRPO drift as their step sizes do). The base model's evaluation is taken from
-    the seed's GRPO run where it is finished: the same settings measure the same base.
+    the seed's GRPO run where it is finished: the same settings measure the same base. Such a run trained for
+    other updates (ES's Pass@1, or GRPO's path, has changed since: runs trained again elsewhere) is replaced.
     {"updates": 0 if unreachable, "models": stage folders, "finals": rows}"""
     args = parse_args(flags)
     updates = math.ceil(reach / (args.grpo_prompts * args.grpo_group)) if math.isfinite(reach) else 0
@@ -222,8 +223,11 @@ def grpo_at_gain(out: Path, flags: list[str], seeds: list[int], reach: float) ->
     for seed in seeds if updates else []:
         log(f"reproduce: GRPO for {updates} updates, where its path reaches ES's Pass@1, seed {seed}")
         folder = out / f"grpo-matched-s{seed}"
-        finals.append(final(train_run(folder, [*flags, "--algo", "grpo", "--steps", str(updates), "--seed",
-                                               str(seed)], base_from=out / f"grpo-s{seed}")))
+        argv = [*flags, "--algo", "grpo", "--steps", str(updates), "--seed", str(seed)]
+        if (setting_changed(folder, parse_args([*argv, "--out", str(folder)])) or "").startswith("--steps "):
+            log(f"reproduce: {folder} reached ES's Pass@1 of before: replaced")
+            shutil.rmtree(folder)
+        finals.append(final(train_run(folder, argv, base_from=out / f"grpo-s{seed}")))
         models.append(str(folder / "stage1-grpo"))
     return {"updates": updates, "models": models, "finals": finals}
 
