@@ -224,12 +224,18 @@ def grpo_at_gain(out: Path, flags: list[str], seeds: list[int], reach: float) ->
         log(f"reproduce: GRPO for {updates} updates, where its path reaches ES's Pass@1, seed {seed}")
         folder = out / f"grpo-matched-s{seed}"
         argv = [*flags, "--algo", "grpo", "--steps", str(updates), "--seed", str(seed)]
-        if (setting_changed(folder, parse_args([*argv, "--out", str(folder)])) or "").startswith("--steps "):
+        if only_steps_differ(folder, parse_args([*argv, "--out", str(folder)])):
             log(f"reproduce: {folder} reached ES's Pass@1 of before: replaced")
             shutil.rmtree(folder)
         finals.append(final(train_run(folder, argv, base_from=out / f"grpo-s{seed}")))
         models.append(str(folder / "stage1-grpo"))
     return {"updates": updates, "models": models, "finals": finals}
+
+
+def only_steps_differ(folder: Path, args: Args) -> bool:
+    """Whether the run in `folder` was made with these settings but for --steps (every other setting the same)."""
+    changed = setting_changed(folder, args)
+    return bool(changed) and setting_changed(folder, dataclasses.replace(args, steps=run_settings(folder).steps)) == ""
 
 
 RAW_ALPHA_SCALES = (8, 25, 80, 250)  # raw rewards' alpha: the z-scored one times these (spread ~0.04 against ~1)

@@ -478,6 +478,8 @@ def test_grpo_is_trained_again_to_the_update_where_its_path_reaches_es_pass1(tmp
     assert again["updates"] == 1 and again["finals"][0]["sequences"] == 4
     with pytest.raises(SystemExit):  # a setting the user gives, not the reach: refused, as train_run refuses
         training.grpo_at_gain(tmp_path, [*flags, "--grpo-lr", "3e-5"], [0], reach=1.0)
+    with pytest.raises(SystemExit):  # the same, with other updates too: refused, not replaced
+        training.grpo_at_gain(tmp_path, [*flags, "--grpo-lr", "3e-5"], [0], reach=5.0)
     assert training.grpo_at_gain(tmp_path / "never", flags, [0], reach=float("nan")) == {
         "updates": 0, "models": [], "finals": []}
     assert not (tmp_path / "never").exists()
