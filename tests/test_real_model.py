@@ -6,6 +6,7 @@ import copy
 import dataclasses
 import importlib.util
 import json
+import math
 import os
 import shlex
 import shutil
@@ -283,10 +284,14 @@ def test_the_quick_reproduction_on_the_real_model(tmp_path):
                       "--rollout-dtype", "bfloat16", "--parts", "claims")
     assert made.returncode == 0, made.stderr[-3000:]
     runs = {path.parent.name for path in (out / "runs").glob("*/summary.json")}
-    assert runs == {"es-s0", "grpo-s0", "grpo-es-s0", "grpo-lr3e-05-s0", "es-null-s0"}
+    written = json.loads((out / "report.json").read_text())
+    # GRPO trained to ES's Pass@1 exists where GRPO's path reaches it (a machine's numerics decide which)
+    reached = math.isfinite(written["comparisons"]["ES vs GRPO, at ES's Pass@1"]["where"])
+    assert runs == {"es-s0", "grpo-s0", "grpo-es-s0", "grpo-lr3e-05-s0", "es-null-s0"} | (
+        {"grpo-matched-s0"} if reached else set())
     config = json.loads((out / "runs" / "es-s0" / "config.json").read_text())
     assert (config["model"], config["rollout_dtype"]) == (FOLDER, "bfloat16")
-    claims = json.loads((out / "report.json").read_text())["claims"]
+    claims = written["claims"]
     assert [verdict != "not measured" for _, verdict, _ in claims] == [True] * 5 + [False]  # claim 6: its own part
     assert "the best of 2 learning rates' paths" in claims[0][2]
     report = (out / "REPORT.md").read_text()
