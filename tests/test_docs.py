@@ -9,6 +9,7 @@ import re
 import subprocess
 import sys
 from concurrent.futures import ThreadPoolExecutor
+from types import SimpleNamespace
 
 import pytest
 
@@ -187,12 +188,18 @@ def test_every_documented_run_gives_flags_that_parse(monkeypatch):
     assert checked >= 10
 
 
-def test_the_bench_starts_its_children_as_modules():
+def test_the_bench_starts_its_children_as_modules(monkeypatch):
     """scale.bench's memory and vllm parts run each configuration in a child started as `-m scale.bench` from
-    the repository's root (started as a file, `import es_grpo` failed); one child, the smallest."""
+    the repository's root (started as a file, `import es_grpo` failed); one child started, the smallest. A
+    child's refusal (measured in this process: a second child costs its imports) reaches the parent as an
+    error with its message."""
     from scale import bench
     measured = bench.in_child("inference", "tiny")
     assert measured["rss_mb"] > 0 and measured["rows"] > 0
+    refused = in_process(bench.main, "--child", "nope", "tiny")
+    assert refused.returncode == 1 and "--child: no configuration nope tiny" in refused.stderr
+    child = subprocess.CompletedProcess([], refused.returncode, refused.stdout, refused.stderr)
+    monkeypatch.setattr(bench, "subprocess", SimpleNamespace(run=lambda *args, **kwargs: child))
     with pytest.raises(RuntimeError, match="child nope tiny exited 1: --child: no configuration nope tiny"):
         bench.in_child("nope", "tiny")
 
