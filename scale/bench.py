@@ -257,9 +257,10 @@ def child(kind: str, size: str, repeats: str = "1"):
         return real_child(kind)
     if kind not in ("inference", "es", "es-off", "grpo") or size not in ("tiny", "60M"):
         raise SystemExit(f"--child: no configuration {kind} {size}")
-    # peak memory, not speed: the threads OMP_NUM_THREADS gives where it is set (the suite's 1, its background
-    # launches holding the other core: 2 threads took the child from 8 s to 22 s), else both cores
-    torch.set_num_threads(int(os.environ.get("OMP_NUM_THREADS") or 2))
+    # peak memory, not speed: where OMP_NUM_THREADS is set, torch has taken its threads from it (the suite's 1,
+    # its background launches holding the other core: 2 threads took the child from 8 s to 22 s); else both cores
+    if not os.environ.get("OMP_NUM_THREADS"):
+        torch.set_num_threads(2)
     model, tokenizer, args, problems = tiny_setup()
     if size == "60M":  # a 50-100M model built from a config, where the optimizer state shows
         model = build(CheckArgs(hidden=512, layers=12), torch.float32, "cpu")

@@ -156,7 +156,8 @@ for argv in json.loads(sys.argv[1]):
                 runpy.run_path(script, run_name="__main__")
         except SystemExit as exit:
             code = exit.code if isinstance(exit.code, int) else int(exit.code is not None)
-            print(exit.code if isinstance(exit.code, str) else "", file=err)
+            if isinstance(exit.code, str):
+                print(exit.code, file=err)
         except BaseException:
             code = 1
             traceback.print_exc(file=err)
