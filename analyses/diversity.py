@@ -13,6 +13,7 @@ import es_grpo
 from analyses.evaluation import context, load, measured
 from analyses.statistics import interval, per_problem
 from es_grpo import Context, score
+from scale.chunks import concat_rollouts
 from scale.config import Args, evaluation_sets
 
 def js_pol(logp: torch.Tensor) -> float:
@@ -25,7 +26,18 @@ def js_pol(logp: torch.Tensor) -> float:
     return float((own - mixture).mean())
 
 
-JS_SAMPLES, JS_PROBLEMS = 4, 25  # JS_pol: samples per problem and member, scored by every member (N^2 passes)
+def completion_logprobs(model, roll: es_grpo.Rollout, temperature: float, batch: int = 16) -> torch.Tensor:
+    """(B,) each completion's log-prob under model at temperature, scored in batches of rows of like length,
+    each trimmed to its own longest prompt and completion: a batch costs its own tokens, not the roll's longest."""
+    lengths, prompt_lengths = roll.completion_mask.sum(1), roll.prompt_mask.sum(1)  # (B,) each
+    total = torch.zeros(len(lengths))
+    for rows in lengths.argsort().split(batch):
+        width, prompt_width = int(lengths[rows].max().clamp(min=1)), int(prompt_lengths[rows].max())
+        part = es_grpo.Rollout([], roll.prompt_ids[rows, -prompt_width:], roll.prompt_mask[rows, -prompt_width:],
+                               roll.completion_ids[rows, :width], roll.completion_mask[rows, :width], None, None)
+        token_logp, _ = es_grpo.token_logprobs(model, part, temperature)  # (b, width)
+        total[rows] = (token_logp * part.completion_mask).sum(1).float()
+    return total
 
 
 def population_diversity(run: Context, problems: list[dict], population: int, sigma: float, samples: int,
@@ -33,11 +45,11 @@ def population_diversity(run: Context, problems: list[dict], population: int, si
     """Perturb the model N times as ES does and count, per problem, each member's and the centre's correct
     answers among `samples` draws at the evaluation temperature, every member with its own sampling noise
     (diversity_statistics turns the counts into JS_succ, the predicted and the measured coverage gains).
-    JS_pol needs every member's samples scored by every member: it uses JS_SAMPLES draws on the first
-    JS_PROBLEMS problems (shown beside the verdict, not read by it). The members' seeds
-    and sampling noise follow run.args.seed; `draw` numbers the measurement (one per sigma), so that each
-    sigma's centre and members sample with noise of their own."""
-    js_samples = JS_SAMPLES
+    JS_pol (shown beside the verdict, not read by it) scores each member's first draw of every problem under
+    every member: N^2 P scorings, fewer than the (N + 1) P samples >= (N + 1) P N draws decoded, so it costs
+    what the counts cost at any model size. The members' seeds and sampling noise follow run.args.seed;
+    `draw` numbers the measurement (one per sigma), so that each sigma's centre and members sample with noise
+    of their own."""
     model, tokenizer, args, seed = run.model, run.tokenizer, run.args, run.args.seed
     params = list(model.parameters())
     master = es_grpo.master_weights(params)
@@ -45,31 +57,26 @@ def population_diversity(run: Context, problems: list[dict], population: int, si
     repeated = [p for p in problems for _ in range(samples)]
     prompts = [es_grpo.prompt_text(p, tokenizer) for p in repeated]
 
-    def sample(member_seed, index: int, rows: list[str]):  # index 0: the centre; 1..N: the members
-        es_grpo.set_weights(params, master, member_seed, sigma)
+    def correct(member_seed, index: int):  # (P,) correct answers among `samples`, and the first draws' roll
+        es_grpo.set_weights(params, master, member_seed, sigma)  # index 0: the centre; 1..N: the members
         sampling = args.sampling("eval", seed * 1_000_003 + (draw * (2 * population + 2) + index) * 7919)
-        return run.generate(model, tokenizer, rows, dataclasses.replace(sampling, top_p=1.0))  # as JS_pol scores
+        roll = run.generate(model, tokenizer, prompts, dataclasses.replace(sampling, top_p=1.0))  # as JS_pol scores
+        rewards = score(repeated, roll.texts)
+        return (rewards == 1.0).view(len(problems), samples).sum(1), roll.rows(slice(0, None, samples))
 
-    def correct(member_seed, index):  # (P,) correct answers among `samples`
-        rewards = score(repeated, sample(member_seed, index, prompts).texts)
-        return (rewards == 1.0).view(len(problems), samples).sum(1)
-
-    centre = correct(None, 0)
-    members = torch.stack([correct(member_seed, i + 1) for i, member_seed in enumerate(seeds)])  # (N, P)
-    scored = problems[:JS_PROBLEMS]
-    few = [es_grpo.prompt_text(p, tokenizer) for p in scored for _ in range(js_samples)]
-    rolls = [sample(member_seed, population + 1 + i, few) for i, member_seed in enumerate(seeds)]
-    logp = torch.zeros(population, population, len(scored), js_samples)  # [i, j]: samples of i scored by j
+    centre, _ = correct(None, 0)
+    counted = [correct(member_seed, i + 1) for i, member_seed in enumerate(seeds)]
+    members = torch.stack([counts for counts, _ in counted])  # (N, P)
+    firsts = concat_rollouts([first for _, first in counted], tokenizer.pad_token_id)  # (N P) rows, i-major
+    logp = torch.zeros(population, population, len(problems))  # [i, j, p]: i's draw of problem p scored by j
     with torch.no_grad():
         for j, member_seed in enumerate(seeds):
             es_grpo.set_weights(params, master, member_seed, sigma)
-            for i, roll in enumerate(rolls):
-                token_logp, _ = es_grpo.token_logprobs(model, roll, args.eval_temperature)  # (P*S, T)
-                logp[i, j] = (token_logp * roll.completion_mask).sum(1).view(len(scored), js_samples)
+            scored = completion_logprobs(model, firsts, args.eval_temperature)  # (N P,) all together: the
+            logp[:, j] = scored.view(population, len(problems))  # fewest padded tokens
     es_grpo.set_weights(params, master)
     return {"population": population, "sigma": sigma, "samples": samples, "problems": len(problems),
-            "js_pol": float(np.mean([js_pol(logp[:, :, p]) for p in range(len(scored))])),
-            "js_pol_problems": len(scored),
+            "js_pol": js_pol(logp), "js_pol_problems": len(problems), "js_pol_samples": 1,
             "member_correct": members.tolist(), "centre_correct": centre.tolist()}
 
 

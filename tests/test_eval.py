@@ -12,13 +12,14 @@ import torch
 import es_grpo
 import eval as cli
 from analyses import diversity, forgetting, paths, statistics, training, weights
+from analyses.evaluation import context
 from analyses.reproduction import claims as claim_rules
 from analyses.reproduction import evidence as gathered
 from analyses.reproduction import reuse
 from conftest import in_process
 from es_grpo import js_succ
 from es_grpo import pass_at_k as es_pass_at_k
-from scale.config import Args
+from scale.config import Args, evaluation_sets
 
 
 def test_js_pol_estimator_matches_exact_value_and_bounds_js_succ():
@@ -34,6 +35,27 @@ def test_js_pol_estimator_matches_exact_value_and_bounds_js_succ():
     assert diversity.js_pol(logp) == pytest.approx(exact, abs=0.02)
     success = torch.tensor(policies[:, :2].sum(1)).unsqueeze(1)  # (N, 1)
     assert 0 <= js_succ(success) <= exact
+
+
+def test_js_pol_scores_in_trimmed_batches_as_one_batch_would_and_is_zero_without_noise(fresh_tiny):
+    """completion_logprobs scores a roll in batches of like length, each trimmed to its own longest row: every
+    completion gets the log-prob one batch of the whole roll gives it. population_diversity's JS_pol is 0 where
+    sigma is 0 (every member is the centre) and above 0 where the members differ."""
+    model, tokenizer = fresh_tiny
+    args = Args(eval_problems=6, max_new_tokens=24, eval_temperature=1.0)
+    run = context(args, model, tokenizer)
+    _, problems, _ = evaluation_sets(args, tokenizer)
+    prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems for _ in range(3)]
+    roll = run.generate(model, tokenizer, prompts, args.sampling("eval", 0))
+    lengths = roll.completion_mask.sum(1)
+    assert lengths.min() < lengths.max()  # there is padding to trim
+    with torch.no_grad():
+        whole = (es_grpo.token_logprobs(model, roll, 0.7)[0] * roll.completion_mask).sum(1)  # (B,)
+        trimmed = diversity.completion_logprobs(model, roll, 0.7, batch=4)
+    assert torch.allclose(trimmed, whole, atol=1e-4) and whole.max() < 0
+    same = diversity.population_diversity(run, problems, 3, 0.0, 3)
+    apart = diversity.population_diversity(run, problems, 3, 0.05, 3)
+    assert abs(same["js_pol"]) < 1e-5 < apart["js_pol"] and apart["js_pol_problems"] == len(problems)
 
 
 def test_sparsify_zeroes_exactly_the_small_updates():

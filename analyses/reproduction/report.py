@@ -8,7 +8,6 @@ import time
 from pathlib import Path
 
 from analyses import figures
-from analyses.diversity import JS_SAMPLES
 from analyses.forgetting import SATURATED
 from analyses.paths import LABELS, heldout_families
 from analyses.reproduction.claims import Claim
@@ -249,8 +248,8 @@ def diversity_section(evidence: Evidence) -> list[str]:
         "success beating the centre's, which is not diversity. `js_succ_plugin`, the plug-in, is biased up by "
         "about (1 - 1/N) / (2 x samples) nats per problem and reads a zero count as 0. The `disagreement` logged "
         "during ES training (greedy 0/1 successes) is not JS_succ. `js_pol` (no interval; in no verdict): "
-        f"{JS_SAMPLES} samples per member on the first {first.get('js_pol_problems', first['problems'])} "
-        "problems, each scored by every member.", "",
+        f"{first.get('js_pol_samples', 4)} draw(s) per member on the first "  # pieces before 2026-12: 4
+        f"{first.get('js_pol_problems', first['problems'])} problems, each scored by every member.", "",
         "![diversity](analyses/diversity/diversity.png)", "",
         "*The paper's formula (predicted) and the measured coverage gain of ES populations around the base "
         "model (the JS part: the rate model's posterior mean `gain` and `gain_counts` from the counts; and "
