@@ -1,6 +1,5 @@
-"""Evaluation and the paper's analyses, on top of es_grpo.py (which holds rollout, verifier, Pass@K); the
-measurements, the claims and the report writer are the package analyses/ (its docstring maps each claim to
-its module and function). This file keeps the commands: their flags, and reproduce's order of steps.
+"""Evaluation and the paper's analyses on top of es_grpo.py: the measurements, the claims and the report writer
+are the package analyses/ (its docstring maps each claim to its code). Here: the commands and their flags.
 
     python eval.py MODEL [MODEL ...] --out evals/          # Pass@K curves, Maj@K, greedy accuracy, entropy, held-out
     python eval.py drift BASE TRAINED [TRAINED ...] --out evals/drift     # relative L2 drift per module kind
@@ -13,13 +12,10 @@ its module and function). This file keeps the commands: their flags, and reprodu
     python eval.py verifier Math-Verify/tests                            # the math reward on math-verify's cases
     python eval.py pilot --model MODEL --eval-split dev --out report/real  # a real model's power plan: POWER.md
     python eval.py trajectories RUN [RUN ...] --base BASE/pass_at_k.json  # stopped runs as paths: claim 1, REPORT.md
-    python eval.py reproduce --out report-qwen --preset paper --model Qwen/Qwen2.5-1.5B-Instruct \\
-        --data gsm8k_train.jsonl --eval-data gsm8k_test.jsonl --device cuda    # the same report at full scale
 
 MODEL is a folder (e.g. runs/es-s0/stage1-es) or a hub id; "" or "tiny" is the shipped tiny model. Evaluation
 uses es_grpo's held-out problems (the `test` split unless --eval-split dev), never training ones. Each command
-writes JSON, a markdown table and a PNG to --out. Every verdict of `reproduce` is read off 95% intervals over
-problems and seeds with one set of margins: see analyses/statistics.py.
+writes JSON, a markdown table and a PNG to --out. `reproduce` scores every part of every claim: report/REPORT.md.
 """
 from __future__ import annotations
 
@@ -36,12 +32,13 @@ from analyses.forgetting import forgetting_deltas
 from analyses.paths import training_curves
 from analyses.reproduction.claims import judge
 from analyses.reproduction.evidence import gather
+from analyses.reproduction.montecarlo import stability
 from analyses.reproduction.pilot import power_plan
 from analyses.reproduction.plan import FRONTIER_ALPHAS, FRONTIER_LRS, REPRODUCE_PARTS, Stopwatch, plan_of, \
     planned_runs, train_schedules
 from analyses.reproduction.report import write_report
 from analyses.reproduction.trajectories import write_trajectories
-from analyses.training import population_sweep
+from analyses.training import SAVED_ONLY, population_sweep
 from analyses.verifier_cases import check_cases
 from analyses.weights import ZEROED, SparsityMasks, drift_analysis, sparsity_analysis
 from scale import verifier
@@ -185,6 +182,8 @@ def reproduce_parser() -> argparse.ArgumentParser:
     parser.add_argument("--frontier-alphas", default=FRONTIER_ALPHAS, help="ES's other alphas, the same way ('': none)")
     parser.add_argument("--plan", action="store_true", help="print each run's flags and exit: to launch them with "
                         "torchrun -m scale.train into OUT/runs, where this command then finds and reuses them")
+    parser.add_argument("--saved-only", action="store_true", help="REPORT.md from the runs and analyses saved in "
+                        "OUT, nothing trained or measured: a run or an analysis not saved as the code makes it: exit 2")
     return parser
 
 
@@ -198,11 +197,12 @@ def cmd_reproduce(argv):
     if namespace.plan:  # every claims run's flags, to launch with torchrun -m scale.train into OUT/runs
         print(*(" ".join([*run_argv, "--out", str(folder)]) for folder, run_argv, _ in planned_runs(plan)), sep="\n")
         return []
-    clock = Stopwatch()
+    clock, saving = Stopwatch(), SAVED_ONLY.set(plan.saved_only)
     with clock("claims: the schedule runs"):
         train_schedules(plan)
     evidence = gather(plan, clock)
-    write_report(evidence, claims := judge(evidence))
+    write_report(evidence, claims := judge(evidence), stability(evidence, claims))
+    SAVED_ONLY.reset(saving)
     es_grpo.log(f"wrote {plan.out / 'REPORT.md'}")
     return claims
 

@@ -4,14 +4,19 @@
       -> reproduction/trajectories.py (runs stopped at a deadline, read off their trajectory points: the real
          model's report, report/real/REPORT.md, by claim 1's rule)
       -> reproduction/report.py (REPORT.md, report.json) -> figures.py (every plot and table),
-         reproduction/scaling.py (a larger model's report beside the tiny model's)
-      -> reproduction/claims.py (each claim: its values, rule and sentence)
+         reproduction/scaling.py (a larger model's report beside the tiny model's), reproduction/parts.py
+         (the claims' parts rendered: the opening table, the fixed margins), reproduction/montecarlo.py (the
+         outcomes judged again under other bootstrap seeds)
+      -> reproduction/claims.py (each claim: its parts as the paper states them, each a Condition, and what it
+         shows beside them: records, no sentences)
+      -> reproduction/readings.py (what each claim reads off the evidence)
       -> reproduction/matching.py (the comparisons at matched Pass@1 of claims 1, 2 and 6)
       -> reproduction/evidence.py (everything measured, once) -> reproduction/plan.py (the runs),
          reproduction/pilot.py (a real model's power plan, from the base model on dev problems)
       -> reproduction/reuse.py (saved analyses, keyed on code, arguments and models)
       -> measurements: weights.py, diversity.py, forgetting.py, paths.py, training.py, verifier_cases.py
-      -> evaluation.py (load, evaluate), statistics.py (intervals, verdict words)
+      -> evaluation.py (load, evaluate), verdicts.py (the parts' tests, margins fixed in
+         report/PREREGISTRATION.json, verdict words), statistics.py (intervals)
       -> scale/, es_grpo.py
 
 Where each claim of the paper (../shared/PAPER.md) is measured and judged:
@@ -28,5 +33,5 @@ Where each claim of the paper (../shared/PAPER.md) is measured and judged:
     6 population by model size; z-scoring;         training      size_sweeps, hyperparameter_arms         claims.claim6
       antithetic sampling
 
-Intervals, margins and verdict words for all six: statistics.py (interval, keeps, rises, verdict).
+Intervals for all six: statistics.py (interval); tests, margins and verdict words: verdicts.py.
 """

@@ -47,8 +47,8 @@ def population_diversity(run: Context, problems: list[dict], population: int, si
     (diversity_statistics turns the counts into JS_succ, the predicted and the measured coverage gains).
     JS_pol (shown beside the verdict, not read by it) scores each member's first draw of every problem under
     every member: N^2 P scorings, fewer than the (N + 1) P samples >= (N + 1) P N draws decoded for the
-    counts, at any model size (SmolLM2-135M, N = 16, 20 problems, 2 CPU cores: about 16 minutes a sigma beside
-    the counts' 22; report/NOTES.md). The members' seeds and sampling noise follow run.args.seed;
+    counts, at any model size (its cost: report/NOTES.md, "Real-size speed"). The members' seeds and sampling
+    noise follow run.args.seed;
     `draw` numbers the measurement (one per sigma), so that each sigma's centre and members sample with noise
     of their own."""
     model, tokenizer, args, seed = run.model, run.tokenizer, run.args, run.args.seed

@@ -43,7 +43,7 @@ def grouped_bars(axes, rows: dict[str, dict], columns: list[str]):
 
 def t95(seeds: int) -> float:
     """A 95% interval's half-width over `seeds` means, in standard errors: Student's t, seeds - 1 df (2.78 for
-    5 seeds, where 1.96 would cover about 88%)."""
+    5 seeds, where the normal 1.96 would cover less)."""
     return t_quantile(T_975, seeds - 1, 1.960)
 
 

@@ -88,14 +88,16 @@ def path_arrays(paths: list[list[dict]], k: int) -> dict:
 def at_level(x: np.ndarray, y: np.ndarray, level: np.ndarray) -> np.ndarray:
     """Per draw (rows of x and y: (draws, points)): y where x first reaches `level` along the path, linear
     between points; nan where the path never reaches it."""
-    result = np.full(len(x), np.nan)
-    for d, (xs, ys, target) in enumerate(zip(x, y, level)):
-        above = np.flatnonzero(xs >= target)
-        if len(above):
-            i = above[0]
-            t = 1.0 if i == 0 else (target - xs[i - 1]) / (xs[i] - xs[i - 1])
-            result[d] = ys[i] if i == 0 else ys[i - 1] + t * (ys[i] - ys[i - 1])
-    return result
+    x, y, level = np.asarray(x, dtype=float), np.asarray(y, dtype=float), np.asarray(level, dtype=float)
+    above = x >= level[:, None]  # (draws, points)
+    i = above.argmax(1)  # the first point at or above the level (0 where none is: masked below)
+    before = np.maximum(i - 1, 0)
+    take = lambda a, j: np.take_along_axis(a, j[:, None], 1)[:, 0]  # noqa: E731
+    with np.errstate(divide="ignore", invalid="ignore"):
+        t = (level - take(x, before)) / (take(x, i) - take(x, before))
+        between = take(y, before) + t * (take(y, i) - take(y, before))
+    result = np.where(i == 0, take(y, i), between)
+    return np.where(above.any(1), result, np.nan)
 
 
 def at_compute(axis: np.ndarray, y: np.ndarray, value: float) -> np.ndarray:

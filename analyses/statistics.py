@@ -1,11 +1,11 @@
-"""Intervals and verdict words. Every verdict of the report is read off 95% intervals (interval()), over
-problems and seeds, with one set of margins for all claims; each interval says what it rests on and the
-smallest effect its test can detect."""
+"""Intervals: every part of the report is read off a 95% interval (interval()) over problems and seeds, which
+says what it rests on (its seeds, its Monte Carlo error) and the smallest effect its test can detect; and
+the power plan's arithmetic. The tests read against the intervals and the verdicts: verdicts.py."""
 from __future__ import annotations
 
-import dataclasses
-import itertools
-from collections.abc import Callable
+import contextlib
+import contextvars
+import functools
 
 import numpy as np
 
@@ -14,20 +14,39 @@ import es_grpo
 # The paper's effects (PAPER.md, its headline: Qwen2.5-1.5B, easy setting; Pass@1 and Pass@32 as fractions):
 # what a test here should be able to see, stated beside each verdict's smallest detectable effect.
 PAPER_EFFECTS = {"es_pass1_gain": 0.005, "es_passk_change": 0.007, "passk_es_minus_grpo": 0.010,
-                 "grpo_pass1_gain": 0.019}
-# One margin for every claim: half the paper's smallest Pass@K effect (ES's Pass@32 gain), so that neither
-# "keeps X" (the change in X above -TOLERANCE with 95% confidence) nor "equivalent" hides an effect of the
-# paper's size.
-TOLERANCE = PAPER_EFFECTS["es_passk_change"] / 2
-DRAWS = 1000
+                 "grpo_pass1_gain": 0.019, "grpo_minus_es_pass1": 0.014}
+DRAWS = 4000  # bootstrap draws of a statistic that is not affine in the means (an affine one's variance is exact)
+CHUNK = 500  # draws at a time: (chunk, seeds, problems) per array in memory
 NO_SPREAD = 1e-12  # a standard error below this is rounding, not spread: Pass@K, entropy and their changes are O(1)
+BOOTSTRAP_SEED = contextvars.ContextVar("bootstrap_seed", default=0)
+
+
+@contextlib.contextmanager
+def bootstrap_seed(seed: int):
+    """Every interval() inside draws its bootstrap from `seed` (the report's outcomes are checked not to move
+    with it: stability())."""
+    token = BOOTSTRAP_SEED.set(seed)
+    try:
+        yield
+    finally:
+        BOOTSTRAP_SEED.reset(token)
 
 
 def per_problem(correct, n: int, k: int) -> np.ndarray:
     """Unbiased Pass@k of each problem from its count of correct answers among n samples: (P,) from one
     model's counts, (models, P) from a list of them (one model per seed, say)."""
     counts = np.asarray(correct, dtype=int)
-    return np.array([es_grpo.pass_at_k(n, int(c), k) for c in counts.ravel()], dtype=float).reshape(counts.shape)
+    if counts.size and not 0 <= counts.min() <= counts.max() <= n:
+        raise ValueError(f"a count of correct answers outside 0..{n}")
+    return pass_at_k_table(n, k)[counts]
+
+
+@functools.lru_cache(maxsize=256)
+def pass_at_k_table(n: int, k: int) -> np.ndarray:
+    """es_grpo.pass_at_k(n, c, k) for every count c = 0..n, read by per_problem."""
+    table = np.array([es_grpo.pass_at_k(n, c, k) for c in range(n + 1)], dtype=float)
+    table.flags.writeable = False  # shared by every caller
+    return table
 
 
 def entropy_by_problem(row: dict, problems: int) -> dict[str, np.ndarray]:
@@ -86,16 +105,21 @@ def t_quantile(table: tuple, df: int, normal: float) -> float:
 
 
 class Interval(tuple):
-    """(estimate, low, high), a 95% interval, and what it rests on: `se`, `df` (seeds - 1; 0: problems only),
-    `dropped` (the share of problem draws where the statistic was undefined) and `detectable` (the smallest
+    """(estimate, low, high), a 95% interval, and what it rests on: `se`, `df` (Welch-Satterthwaite; 0: the
+    normal quantile), `dropped` (the share of problem draws where the statistic was undefined), `seeds` (the
+    training seeds it spans: 1 is an interval over problems only), `mc_error` (the Monte Carlo error of its
+    bounds from the bootstrap's finite draws: 0 where the variance is exact) and `detectable` (the smallest
     effect a two-sided 5% test of this se finds with 80% power: (t_0.975 + t_0.80) x se)."""
 
-    def __new__(cls, estimate: float, se: float, df: int, dropped: float):
+    def __new__(cls, estimate: float, se: float, df: int, dropped: float, seeds: int = 0, mc_error: float = 0.0):
         half = t_quantile(T_975, df, 1.960) * se
         self = super().__new__(cls, (estimate, estimate - half, estimate + half))
-        self.se, self.df, self.dropped = se, df, dropped
+        self.se, self.df, self.dropped, self.seeds, self.mc_error = se, df, dropped, seeds, mc_error
         self.detectable = (t_quantile(T_975, df, 1.960) + t_quantile(T_80, df, 0.842)) * se
         return self
+
+    def negated(self) -> Interval:
+        return Interval(-self[0], self.se, self.df, self.dropped, self.seeds, self.mc_error)
 
 
 def informative(ci) -> bool:
@@ -106,27 +130,83 @@ def informative(ci) -> bool:
     return not getattr(ci, "se", 1.0) <= NO_SPREAD  # an se of NaN: the rules' non-finite case
 
 
-def interval(statistic, data: dict[str, np.ndarray], draws: int = DRAWS, seed: int = 0) -> Interval:
+def problem_values(data: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
+    """Each array's mean over seeds, problems first: {name: (P, ...)}, as a statistic takes its draws."""
+    return {key: np.moveaxis(value.mean(-2), -1, 0) for key, value in data.items()}
+
+
+def affine_values(statistic, data: dict[str, np.ndarray]) -> np.ndarray | None:
+    """The statistic on each problem alone, (P,), where it is affine in the means (then a bootstrap of the
+    problems has an exact variance: theirs over P); None where it is not, or undefined on some problem. Affine
+    is checked where it matters: at every problem and at random mixtures of them."""
+    each = problem_values(data)
+    values = np.asarray(statistic(each), dtype=float)
+    if values.shape != (len(next(iter(each.values()))),) or not np.all(np.isfinite(values)):
+        return None
+    for weights in np.random.default_rng(1).dirichlet(np.ones(len(values)), size=3):
+        mixed = {key: np.tensordot(weights, value, axes=(0, 0))[None] for key, value in each.items()}
+        if not np.isclose(float(statistic(mixed)[0]), weights @ values, rtol=1e-9, atol=1e-12):
+            return None
+    return values
+
+
+def resample_weights(pick: np.ndarray, size: int) -> np.ndarray:
+    """(draws, size) each draw's share of every item, from its picks (draws, n) of range(size)."""
+    offsets = pick + size * np.arange(len(pick))[:, None]
+    return np.bincount(offsets.ravel(), minlength=size * len(pick)).reshape(len(pick), size) / pick.shape[1]
+
+
+@functools.lru_cache(maxsize=8)
+def bootstrap_draws(problems: int, draws: int, seed: int) -> tuple[tuple[np.ndarray, np.ndarray], ...]:
+    """The bootstrap's draws of `problems` problems from `seed`, CHUNK at a time: (picks, weights) each, the
+    same for every interval of that seed and size (made once, read by all)."""
+    rng, chunks = np.random.default_rng(seed), []
+    for start in range(0, draws, CHUNK):
+        pick = rng.integers(problems, size=(min(CHUNK, draws - start), problems))
+        chunks.append((pick, resample_weights(pick, problems)))  # (chunk, P) each
+    for array in (array for chunk in chunks for array in chunk):
+        array.flags.writeable = False
+    return tuple(chunks)
+
+
+def bootstrap_values(statistic, data: dict[str, np.ndarray], draws: int, seed: int) -> np.ndarray:
+    """(draws,) the statistic on bootstrap draws of the problems (every seed kept, the same draw for every
+    array). A draw's mean is its problems' counts (over P) times the seeds' means."""
+    each = problem_values(data)  # {name: (P, ...)}
+    values = []
+    for pick, weights in bootstrap_draws(len(next(iter(each.values()))), draws, seed):
+        means = {key: np.tensordot(weights, value, axes=(1, 0)) if np.isfinite(value).all()
+                 else value[pick].mean(1)  # an undefined value counts only where drawn
+                 for key, value in each.items()}
+        values.append(np.asarray(statistic(means), dtype=float))
+    return np.concatenate(values)
+
+
+def interval(statistic, data: dict[str, np.ndarray], draws: int = DRAWS, seed: int | None = None) -> Interval:
     """statistic(means) with a 95% interval for a crossed design (the same problems for every seed and model):
     se^2 = the variance over a bootstrap of the problems (every seed kept, the same draw for every array) plus
-    the leave-one-seed-out jackknife variance, and a t quantile with seeds - 1 degrees of freedom (right for
-    few seeds, where a percentile bootstrap over 3 seeds covers about 73%: test_eval.py simulates both). One
-    seed: the problems' part only, normal quantile. data: arrays (..., seeds, problems) over one problem set;
-    statistic maps {name: means (draws, ...)} to (draws,)."""
+    the leave-one-seed-out jackknife variance, and a t quantile with Welch-Satterthwaite degrees of freedom
+    (right for few seeds, where a percentile bootstrap over 3 seeds covers about 73%: tests simulate both). The
+    problems' part is exact for a statistic affine in the means (differences of means: affine_values), else
+    drawn (`draws`, from `seed` or bootstrap_seed()'s), its Monte Carlo error kept as the bounds' `mc_error`.
+    One seed: the problems' part only, normal quantile. data: arrays (..., seeds, problems) over one problem
+    set; statistic maps {name: means (draws, ...)} to (draws,)."""
     seeds, problems = next(iter(data.values())).shape[-2:]
-    pick = np.random.default_rng(seed).integers(problems, size=(draws, problems))
-
-    def means(array, keep=slice(None), draw=False):  # (..., S, P) -> (draws, ...) or (1, ...)
-        array = np.moveaxis(array, (-2, -1), (0, 1))[keep]  # (S', P, ...)
-        return array[:, pick].mean((0, 2)) if draw else array.mean((0, 1))[None]
-
+    whole = {key: np.moveaxis(value, (-2, -1), (0, 1)) for key, value in data.items()}  # (S, P, ...)
     with np.errstate(divide="ignore", invalid="ignore"):
-        estimate = float(statistic({key: means(value) for key, value in data.items()})[0])
-        values = np.asarray(statistic({key: means(value, draw=True) for key, value in data.items()}), dtype=float)
-        finite = values[np.isfinite(values)]
-        over_problems = float(np.var(finite, ddof=1)) if len(finite) > 1 else float("nan")
-        left_out = np.array([float(statistic({key: means(value, np.arange(seeds) != s)
-                                              for key, value in data.items()})[0])
+        estimate = float(statistic({key: value.mean((0, 1))[None] for key, value in whole.items()})[0])
+        exact, mc_variance = affine_values(statistic, data), 0.0
+        if exact is not None:
+            over_problems, dropped = float(np.var(exact)) / problems, 0.0
+        else:
+            values = bootstrap_values(statistic, data, draws, BOOTSTRAP_SEED.get() if seed is None else seed)
+            finite = values[np.isfinite(values)]
+            over_problems = float(np.var(finite, ddof=1)) if len(finite) > 1 else float("nan")
+            dropped = 1 - len(finite) / draws
+            if len(finite) > 1:  # the variance estimate's own variance: (m4 - v^2) / draws
+                mc_variance = float(np.mean((finite - finite.mean()) ** 4) - over_problems ** 2) / len(finite)
+        left_out = np.array([float(statistic({key: value[np.arange(seeds) != s].mean((0, 1))[None]
+                                              for key, value in whole.items()})[0])
                              for s in range(seeds if seeds > 1 else 0)])
     left_out = left_out[np.isfinite(left_out)]  # a seed whose absence leaves the statistic undefined: left out
     over_seeds = (seeds - 1) / seeds * float(np.sum((left_out - left_out.mean()) ** 2)) if len(left_out) > 1 else 0.0
@@ -134,7 +214,11 @@ def interval(statistic, data: dict[str, np.ndarray], draws: int = DRAWS, seed: i
     # Welch-Satterthwaite: the seeds' part has seeds - 1 degrees of freedom, the problems' part problems - 1
     df = variance ** 2 / (over_seeds ** 2 / max(seeds - 1, 1) + over_problems ** 2 / max(problems - 1, 1)) \
         if variance > 0 else 0
-    return Interval(estimate, variance ** 0.5, int(df) if np.isfinite(df) else 0, 1 - len(finite) / draws)
+    df = int(df) if np.isfinite(df) else 0
+    # a bound moves by t x d(se), d(se) = d(variance) / (2 se)
+    mc_error = t_quantile(T_975, df, 1.960) * max(mc_variance, 0.0) ** 0.5 / (2 * variance ** 0.5) \
+        if variance > 0 else 0.0
+    return Interval(estimate, variance ** 0.5, df, dropped, seeds, mc_error)
 
 
 def paired_difference(a: np.ndarray, b: np.ndarray) -> tuple:
@@ -146,102 +230,18 @@ def saved_interval(row: dict, key: str) -> Interval:
     return Interval(row[key], *row[key + "_error"])
 
 
-# A condition's outcome: True (it holds), False (it fails: the interval wholly on the wrong side), None
-# (undecided), SMALL (real, on the claimed side, but the interval wholly inside the margin) or EQUIVALENT (no
-# effect of the margin's size either way: the interval inside (-margin, margin) and across 0).
-SMALL, EQUIVALENT = "small", "equivalent"
-# Margins besides TOLERANCE (Pass@K, Pass@1), each in its condition's own units and said in REPORT.md:
-# token entropy: a twentieth of the base model's (the paper's collapse, after Cui et al., takes 0.65 nats to 0.03,
-# a fall of 95%); catastrophic forgetting: a fall of a tenth of the base model's held-out Pass@K (forgetting
-# called catastrophic takes an ability to near nothing; a tenth is far short of that).
-ENTROPY_MARGIN_SHARE, CATASTROPHIC_SHARE = 0.05, 0.1
-VERDICTS = {  # each verdict word, what it means: REPORT.md's header and its table of reachable outcomes
-    "reproduced": "every condition holds",
-    "small": "every condition holds, and at least one is real but smaller than its margin",
-    "partly reproduced": "every condition decided and none fails; some show no effect of their margin's size",
-    "equivalent": "every condition shows no effect of its margin's size, with confidence",
-    "not reproduced": "a condition fails: its interval wholly on the wrong side",
-    "inconclusive": "no condition fails and at least one is undecided"}
-
-
-def rises(ci, margin: float | None = None) -> bool | str | None:
-    """X rises: True if the interval is above 0 (SMALL if, with a margin, it is also wholly below it); False
-    if it is wholly below 0, or at or below 0 and wider than the margin; EQUIVALENT if it is inside
-    (-margin, margin) across 0; None (undecided) otherwise, and for an interval that measured no spread."""
-    low, high = ci[1], ci[2]
-    if not (np.isfinite(low) and np.isfinite(high) and informative(ci)):
-        return None
-    if low > 0:
-        return SMALL if margin is not None and high < margin else True
-    if high < 0:
-        return False
-    if margin is not None and -margin < low and high < margin:
-        return EQUIVALENT
-    return False if high <= 0 else None
-
-
-def falls(ci, margin: float | None = None) -> bool | str | None:
-    return rises((-ci[0], -ci[2], -ci[1]), margin) if informative(ci) else None
-
-
-def keeps(ci, margin: float = TOLERANCE) -> bool | None:
-    """No fall of the margin's size: True if the interval's lower end is above -margin, False if all of it
-    is below (None: neither, or no spread measured)."""
-    if not informative(ci):
-        return None
-    return True if ci[1] >= -margin else False if ci[2] < -margin else None
-
-
-def no_gain(ci, margin: float = TOLERANCE) -> bool | None:
-    """"X gives no benefit": True if the interval's upper end is below the margin, False if it is above 0."""
-    if not informative(ci):
-        return None
-    return True if ci[2] < margin else False if ci[1] > 0 else None
-
-
-def verdict(*outcomes) -> str:
-    """A claim's verdict from its conditions' outcomes (VERDICTS says what each word means)."""
-    if any(outcome is False for outcome in outcomes):
-        return "not reproduced"
-    if any(outcome is None for outcome in outcomes):
-        return "inconclusive"
-    if all(outcome is True for outcome in outcomes):
-        return "reproduced"
-    if all(outcome == EQUIVALENT for outcome in outcomes):
-        return "equivalent"
-    return "small" if EQUIVALENT not in outcomes else "partly reproduced"
-
-
-@dataclasses.dataclass(frozen=True)
-class Condition:
-    """One condition of a claim's rule: `test` (rises, keeps, ...) read off the interval `value`, with a margin
-    where one applies; `effect` is the paper's effect of its kind (the power plan's target; None: the margin)."""
-    name: str
-    test: Callable
-    value: tuple
-    margin: float | None = None
-    effect: float | None = None
-
-    @property
-    def outcome(self) -> bool | str | None:
-        return self.test(self.value) if self.margin is None else self.test(self.value, self.margin)
-
-    def outcomes(self) -> set:
-        """Every outcome the test can give, found by trying it on intervals over a grid around 0 and the margin
-        (and on an undefined one): what the data could make of this condition, whatever they are."""
-        scale = self.margin if self.margin is not None else 1.0
-        points = np.concatenate([-np.logspace(-3, 3, 61), [0.0], np.logspace(-3, 3, 61)]) * scale
-        found = {dataclasses.replace(self, value=(float("nan"),) * 3).outcome}
-        for low in points:
-            for high in points[points >= low]:
-                found.add(dataclasses.replace(self, value=((low + high) / 2, low, high)).outcome)
-        return found
-
-
-def reachable(conditions: list[Condition]) -> list[str]:
-    """The verdicts a rule of these conditions can reach, in VERDICTS' order: every combination of outcomes."""
-    found = {verdict(*combination) for combination in itertools.product(*(c.outcomes() for c in conditions))}
-    return [word for word in VERDICTS if word in found]
+def combined(a: Interval, b: Interval, weight: float) -> Interval:
+    """a - weight x b for two intervals from separate measurements (independent errors): variances added,
+    Welch-Satterthwaite degrees of freedom (a df of 0, the normal quantile, counts as many)."""
+    parts = [a.se ** 2, (weight * b.se) ** 2]
+    many = 10 ** 6
+    dofs = [ci.df if ci.df > 0 else many for ci in (a, b)]
+    variance = sum(parts)
+    df = variance ** 2 / sum(p ** 2 / d for p, d in zip(parts, dofs)) if variance > 0 else 0
+    df = 0 if df >= many / 2 else int(df)
+    seeds = min((ci.seeds for ci in (a, b) if ci.seeds), default=0)  # 0: not known
+    return Interval(a[0] - weight * b[0], variance ** 0.5, df, max(a.dropped, b.dropped), seeds,
+                    a.mc_error + weight * b.mc_error)
 
 
 def seeds_share(ci, seeds: int) -> float:
@@ -288,11 +288,6 @@ def detectable(ci) -> str:
     """The smallest effect the interval's test detects with 80% power ("-" where unknown: no spread measured)."""
     value = getattr(ci, "detectable", float("nan"))
     return f"{value:.3f}" if np.isfinite(value) and informative(ci) else "-"
-
-
-def power(ci, effect: str) -> str:
-    """The smallest effect the interval's test detects (80% power) beside the paper's effect of that kind."""
-    return f"detectable {detectable(ci)}, the paper's effect {PAPER_EFFECTS[effect]:.3f}"
 
 
 def shown(ci, digits: int = 3) -> str:

@@ -165,12 +165,12 @@ def sparse_over_seeds(base_name: str, es_models: list[str], null_models: list[st
     return result
 
 
-def module_kinds_match(drifts: list[dict], algo: str) -> bool:
-    """The paper's largest-drift module kinds lead every seed's ranking: ES's two largest are norms and
+def module_kinds_seeds(drifts: list[dict], algo: str) -> tuple[int, int]:
+    """(seeds whose ranking the paper's largest-drift module kinds lead, seeds): ES's two largest are norms and
     attention; GRPO's, the embeddings and LM head (one kind when the model ties them)."""
     wanted = PAPER_MODULES[algo] & set(drifts[0])  # a tied head is no kind of its own
     ranked = [sorted((k for k in row if k not in ("total", "other")), key=row.get, reverse=True) for row in drifts]
-    return all(set(order[:len(wanted)]) == wanted for order in ranked)
+    return sum(set(order[:len(wanted)]) == wanted for order in ranked), len(drifts)
 
 
 def gaussian_kept_share(zeroed: float) -> float:

@@ -1,9 +1,11 @@
+import concurrent.futures
 import contextlib
 import copy
 import importlib.util
 import io
 import json
 import os
+import subprocess
 import sys
 from pathlib import Path
 from types import SimpleNamespace
@@ -84,15 +86,56 @@ def fresh_tiny():
 
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected what will not run
 def pytest_collection_modifyitems(session, config, items):
-    """tests/test_scale.py's two-rank launches start now, in the background, if a test that reads them will run."""
+    """tests/test_scale.py's two-rank launches start now, in the background, and so do the long commands of
+    test_eval.py, test_reports.py and test_docs.py (in `later`'s lane), if a test that reads them will run."""
     if any({"shared", "faulty_jobs"} & set(getattr(item, "fixturenames", ())) for item in items):
         import test_scale
         test_scale.start_background(config._tmp_path_factory.mktemp("background"))
+    names = {item.name for item in items}  # the lane's jobs, in the order their tests run: last of all
+    waiting = [item for item in items if item.name in LANE_TESTS]
+    items[:] = [item for item in items if item.name not in LANE_TESTS] + waiting
+    if "test_the_bench_starts_its_children_as_modules" in names:
+        import test_docs
+        test_docs.start_bench_child()
+    if "test_quick_reproduction_report_end_to_end" in names:
+        import test_eval
+        test_eval.start_quick_reproduction(config._tmp_path_factory.mktemp("quick"))
+    if "test_the_tiny_report_is_what_the_code_makes_of_its_runs" in names:
+        import test_reports
+        test_reports.start_tiny_remake(config._tmp_path_factory.mktemp("tiny"))
+
+
+LATER = concurrent.futures.ThreadPoolExecutor(max_workers=1)  # one background lane for long commands
+LANE_TESTS = ("test_the_bench_starts_its_children_as_modules", "test_quick_reproduction_report_end_to_end",
+              "test_the_tiny_report_is_what_the_code_makes_of_its_runs")  # read the lane: run at the end
+
+
+def later(job) -> concurrent.futures.Future:
+    """job() in the background lane, once the lane's earlier jobs have ended: beside tests/test_scale.py's
+    two-rank launches, on the core the in-process tests leave idle. A test reads the future's result."""
+    return LATER.submit(job)
+
+
+STARTED: list = []  # the lane's processes: ended with the session
+
+
+def command(argv: list[str], cwd: Path, logs: Path) -> subprocess.Popen:
+    """`python ARGV` run in cwd on one thread to its end, its output in logs/out.txt and logs/err.txt."""
+    with (logs / "out.txt").open("w") as out, (logs / "err.txt").open("w") as err:
+        process = subprocess.Popen([sys.executable, *argv], cwd=cwd, stdout=out, stderr=err,
+                                   env={**os.environ, "OMP_NUM_THREADS": "1"})
+    STARTED.append(process)
+    process.wait()
+    return process
 
 
 def pytest_sessionfinish(session, exitstatus):
     if "test_scale" in sys.modules:
         sys.modules["test_scale"].stop_background()
+    LATER.shutdown(wait=False, cancel_futures=True)  # the session stopped before a test read its command
+    for process in STARTED:
+        if process.poll() is None:
+            process.terminate()
 
 
 def pytest_addoption(parser):
@@ -220,3 +263,36 @@ class FakeEngine:
 
 SMALL_RUN = ["--steps", "2", "--es-population", "2", "--es-prompts", "2", "--grpo-prompts", "2", "--grpo-group", "2",
              "--eval-problems", "2", "--heldout-problems", "1", "--eval-samples", "16", "--max-new-tokens", "6"]
+
+
+def report_copy(tmp_path: Path, folder: str, model: str = "") -> list[str]:
+    """A committed report (`folder` under the repository) copied into tmp_path, as its REPORT.md's command
+    would remake it there: the command's argv (its third line), with --saved-only (from its committed runs and
+    saved analyses, nothing trained or measured: a run not finished, or an analysis whose saved key the code no
+    longer gives, fails naming it). model: the folder the command's --model names, linked into the copy."""
+    import shutil
+    shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns(  # weights too, if kept
+        "REPORT.md", "report.json", "*.png", "again", "stage*-*", "checkpoint.pt", "lock"))
+    beside = Path(folder).parent / "report.json"  # the tiny report a larger model's is compared with
+    if (ROOT / beside).is_file() and folder != "report":
+        shutil.copy(ROOT / beside, tmp_path / beside)
+    argv = (ROOT / folder / "REPORT.md").read_text().splitlines()[2].split("`python eval.py ")[1].split("`")[0]
+    argv = [*argv.split(), "--saved-only"]
+    if model:
+        named = tmp_path / argv[argv.index("--model") + 1]
+        named.parent.mkdir(parents=True, exist_ok=True)
+        named.symlink_to(Path(model).resolve())
+    return argv
+
+
+def remade_report(tmp_path: Path, folder: str, model: str = "") -> tuple[dict, Path]:
+    """report_copy's command run in this process: (the committed report.json, the copy's folder)."""
+    import eval as cli
+    argv, previous = report_copy(tmp_path, folder, model), os.getcwd()
+    os.chdir(tmp_path)
+    try:
+        done = in_process(cli.main, *argv)
+    finally:
+        os.chdir(previous)
+    assert done.returncode == 0, done.stderr[-3000:]
+    return json.loads((ROOT / folder / "report.json").read_text()), tmp_path / folder

@@ -20,7 +20,7 @@ import pytest
 import torch
 
 import es_grpo
-from conftest import ROOT, in_process, run_scale
+from conftest import ROOT, in_process, remade_report, run_scale
 
 FOLDER = os.environ.get("ES_GRPO_REAL_MODEL", "")
 if not FOLDER:
@@ -292,10 +292,22 @@ def test_the_quick_reproduction_on_the_real_model(tmp_path):
     config = json.loads((out / "runs" / "es-s0" / "config.json").read_text())
     assert (config["model"], config["rollout_dtype"]) == (FOLDER, "bfloat16")
     claims = written["claims"]
-    assert [verdict != "not measured" for _, verdict, _ in claims] == [True] * 5 + [False]  # claim 6: its own part
-    assert "the best of 2 learning rates' paths" in claims[0][2]
+    assert [claim["verdict"] != "not measured" for claim in claims] == [True] * 5 + [False]  # claim 6: its part
+    assert sum("GRPO's frontier" in part["part"] for part in claims[0]["parts"]) == 1  # one ES rate on it
+    assert all(part["outcome"].startswith("undecided") or part["part"].startswith("the population's JS part")
+               for claim in claims for part in claim["parts"])  # one seed decides no part that depends on training
     report = (out / "REPORT.md").read_text()
     assert "GRPO at learning rates from 1e-05 to 3e-05 and ES at one alpha" in report
     assert "## What changed with scale" in report and "on the tiny model (" in report
-    assert f"| 5. {claims[4][0]} | {claims[4][1]} | reproduced |" in report  # the tiny report's claim 5
+    tiny = json.loads((ROOT / "report" / "report.json").read_text())["claims"][4]["verdict"]
+    assert f"| 5. {claims[4]['statement']} | {claims[4]['verdict']} | {tiny} |" in report  # the tiny report's
     assert "| module kinds by drift | here, largest first | the paper's largest |" in report
+
+
+def test_the_real_models_report_is_what_the_code_makes_of_its_runs(tmp_path):
+    """report/real-cpu made again from its committed runs and saved analyses (remade_report, as the tiny
+    report's in tests/test_reports.py), with this tier's model as its --model: every part as committed, and no
+    outcome moved by the bootstrap's seed."""
+    from test_reports import same_report
+    _, remade = remade_report(tmp_path, "report/real-cpu", FOLDER)
+    same_report(ROOT / "report" / "real-cpu", remade)

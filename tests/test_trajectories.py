@@ -83,15 +83,17 @@ def keep_entropy_by_problem(files, rng):
 
 
 @pytest.mark.parametrize("es_entropy, grpo_entropy, expected", [(1.4, 0.05, "holds"), (0.05, 1.4, "fails")])
-def test_a_planted_entropy_collapse_decides_claim_1s_entropy_condition_and_its_reverse_fails(
+def test_a_planted_entropy_collapse_decides_claim_1s_collapse_over_problems_and_its_reverse_fails(
         tmp_path, es_entropy, grpo_entropy, expected):
     folders, base = planted(tmp_path, es_entropy, grpo_entropy), write_base(tmp_path)
     keep_entropy_by_problem([base, *(folder / "metrics.jsonl" for folder in folders)], np.random.default_rng(6))
     data, text = report(tmp_path, folders, base)
     assert data["roles"] == {"es": "es-s0", "null": "es-null-s0", "grpo": "grpo-lr1e-05-s0"}
-    conditions = text.split("Conditions: ")[1].split("\n")[0]
-    assert f"entropy above GRPO's frontier: {expected}" in conditions
-    assert "ES raises Pass@1: holds" in conditions  # a planted 0.1 over 60 problems x 32 samples
+    parts = {part["part"]: part for part in data["claim1"]["parts"]}
+    collapse = parts["GRPO's token entropy collapses (at its end, at most half the base's)"]
+    assert collapse["over_problems"] == expected and collapse["outcome"] == "undecided"  # one seed decides nothing
+    gain = parts["ES raises Pass@1 over the base"]  # a planted 0.1 over 60 problems x 32 samples
+    assert gain["over_problems"] == "holds" and "undecided: 1 seed (over problems only: holds)" in text
     halved = "3 of 3 learning rates halved or more" if grpo_entropy < 0.7 else "0 of 3 learning rates halved"
     assert halved in text
 
@@ -119,12 +121,17 @@ def test_one_seeds_entropy_intervals_rest_on_the_problems_where_the_evaluations_
     data, text = report(tmp_path, folders, base)
     estimate, low, high = data["null_control"]["entropy_change"]["es"]
     assert low == pytest.approx(high, abs=1e-12) and "one number a model" in text
-    assert "after 18 updates, -0.96 (no spread measured)" in data["claim1"][2]  # GRPO's entropy fall at its end
+    shown = {item["name"]: item["value"] for item in data["claim1"]["shown"]}
+    fall = shown["GRPO's token entropy at its end relative to the base (grpo, 18 updates)"]  # GRPO's entropy fall
+    assert fall[0] == pytest.approx(-0.96, abs=0.005) and fall[1] == fall[2]  # no spread measured
     keep_entropy_by_problem([base, *(folder / "metrics.jsonl" for folder in folders)], np.random.default_rng(5))
     data, text = report(tmp_path, folders, base)
     for role in ("es", "null"):
         estimate, low, high = data["null_control"]["entropy_change"][role]
         assert low < estimate < high and high - low < 0.1
-    assert "entropy above GRPO's frontier: holds" in text
-    assert "after 18 updates, -0.97 [-0.98, -0.96]" in data["claim1"][2]  # GRPO's fall: now with a spread
+    parts = {part["part"]: part for part in data["claim1"]["parts"]}
+    assert parts["GRPO's token entropy collapses (at its end, at most half the base's)"]["over_problems"] == "holds"
+    shown = {item["name"]: item["value"] for item in data["claim1"]["shown"]}
+    fall = shown["GRPO's token entropy at its end relative to the base (grpo, 18 updates)"]
+    assert fall[1] < fall[0] < fall[2] < -0.9  # GRPO's fall: now with a spread
     assert "one number a model" not in text

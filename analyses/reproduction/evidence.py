@@ -63,7 +63,7 @@ def gather(plan: Plan, clock: Stopwatch) -> Evidence:
     trained again for its weights that evaluates otherwise than its summary said (another machine, or
     evaluations that keep more) was read before that: gathered again, reading it as it is now (every analysis
     then reused)."""
-    store = Store(plan.analyses / "reused")
+    store = Store(plan.analyses / "reused", saved_only=plan.saved_only)
     with clock("claims: the analyses"):
         runs = load_runs(plan.runs, plan.seeds_of, plan.k)
         rows = comparisons(runs, plan.k)
@@ -86,7 +86,8 @@ def runs_wall_minutes(runs: Path, record: Path | None = None) -> dict[str, dict]
     (a run folder's config.json is written at its start, summary.json at its end; a resumed run counts its
     pause too). A clone keeps no file times (each summary within 0.1 s of its config): such a run's minutes are
     read from `record`, which keeps every run's minutes measured while its file times were there (a record of
-    part totals only, as first kept: each run its part's mean); the record is saved with them."""
+    part totals only, as first kept: each run its part's mean), else from its metrics (training only); the
+    record is saved with them."""
     saved = json.loads(record.read_text()) if record is not None and record.exists() else {}
     known = dict(saved.get("minutes", {}))
     for part, row in saved.get("table", {}).items():  # the first record: part totals over its runs
@@ -97,7 +98,8 @@ def runs_wall_minutes(runs: Path, record: Path | None = None) -> dict[str, dict]
     for summary in sorted([*runs.glob("*/summary.json"), *runs.glob("*/*/summary.json")]):
         name = str(summary.parent.relative_to(runs))
         seconds = summary.stat().st_mtime - (summary.parent / "config.json").stat().st_mtime
-        known[name] = seconds / 60 if seconds >= 0.1 or name not in known else known[name]
+        if seconds >= 0.1 or not known.get(name):  # no file times and none recorded: its training's own
+            known[name] = seconds / 60 if seconds >= 0.1 else training_minutes(summary.parent)
         row = totals.setdefault(run_part(name), {"runs": 0, "minutes": 0.0})
         row["runs"] += 1
         row["minutes"] += known[name]
@@ -106,6 +108,12 @@ def runs_wall_minutes(runs: Path, record: Path | None = None) -> dict[str, dict]
         record.write_text(json.dumps({"minutes": {name: round(m, 3) for name, m in sorted(known.items())},
                                       "measured": saved.get("measured", "from the runs' file times")}, indent=1))
     return {part: {"runs": row["runs"], "minutes": f"{row['minutes']:.1f}"} for part, row in totals.items()}
+
+
+def training_minutes(run: Path) -> float:
+    """A run's training time from its metrics.jsonl (each update's seconds; its evaluations not counted)."""
+    lines = (run / "metrics.jsonl").read_text().splitlines() if (run / "metrics.jsonl").exists() else []
+    return sum(json.loads(line).get("seconds", 0.0) for line in lines if line.strip()) / 60
 
 
 def run_part(name: str) -> str:

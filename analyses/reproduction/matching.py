@@ -7,7 +7,8 @@ import numpy as np
 
 from analyses.paths import at_level, end_of, finals_array, matched, path_arrays
 from analyses.reproduction.evidence import Evidence
-from analyses.statistics import DRAWS, Interval, entropy_change, entropy_data, interval, token_entropy
+from analyses.statistics import (DRAWS, Interval, entropy_change, entropy_data, interval, resample_weights,
+                                 token_entropy)
 
 
 def claim1_matched_values(evidence: Evidence) -> dict:
@@ -27,10 +28,11 @@ def claim1_matched_values(evidence: Evidence) -> dict:
     data = {"e1": finals_array(runs["es"]["finals"], n, 1), "ek": finals_array(runs["es"]["finals"], n, k),
             "g1": finals_array(matched["finals"], n, 1), "gk": finals_array(matched["finals"], n, k)}
     rng, (_, seeds, problems) = np.random.default_rng(0), path["pass@1"].shape
-    draws = [(rng.integers(seeds, size=seeds), rng.integers(problems, size=problems)) for _ in range(DRAWS)]
-    reached = [at_level(path["pass@1"][:, s][:, :, p].mean((1, 2))[None], path["update"][None],
-                        np.array([data["e1"][s][:, p].mean()]))[0] for s, p in draws]
-    reached = np.array(reached)[np.isfinite(reached)]
+    by_seed, by_problem = (resample_weights(rng.integers(size, size=(DRAWS, size)), size) for size in (seeds, problems))
+    levels = np.einsum("ds,dp,sp->d", by_seed, by_problem, data["e1"])  # ES's Pass@1 in each draw
+    pass1 = np.einsum("ds,dp,tsp->dt", by_seed, by_problem, path["pass@1"])  # GRPO's path in each draw
+    reached = at_level(pass1, np.broadcast_to(path["update"], pass1.shape), levels)
+    reached = reached[np.isfinite(reached)]
     return {"matched_grpo_updates": matched["updates"], "passk_es_minus_grpo_matched_models": interval(
                 lambda m: (m["ek"] - m["gk"]) - slope * (m["e1"] - m["g1"]), data),
             "matched_pass1_mismatch": interval(lambda m: m["e1"] - m["g1"], data), "matched_slope": slope,

@@ -1,4 +1,4 @@
-"""The real model's power plan (issue 43), from a pilot: the base model on `dev` problems of its task and of a
+"""The real model's power plan, from a pilot: the base model on `dev` problems of its task and of a
 held-out family, eval_samples samples each at the evaluation temperature, on the fast HF path. From each
 problem's count of right answers it reads how far a difference of two models' Pass@K, evaluated on P problems
 as the report evaluates them, varies from sampling alone; from the seconds a row took, what an evaluation costs.
@@ -23,7 +23,8 @@ import torch
 
 import es_grpo
 from analyses.evaluation import context, load
-from analyses.statistics import CATASTROPHIC_SHARE, ENTROPY_MARGIN_SHARE, PAPER_EFFECTS
+from analyses.statistics import PAPER_EFFECTS
+from analyses.verdicts import CATASTROPHIC_SHARE, ENTROPY_MARGIN_SHARE
 from es_grpo import Context, ESState, GRPOState, master_weights, pass_at_k
 from scale.config import Args
 from scale.decode import FastRollout
@@ -167,8 +168,8 @@ def fewest_problems(variance: float, effect: float) -> int:
 
 # The update shapes the plan prices (ES: N=16 x 16 prompts, the paper's larger models' population; GRPO: 8 prompts
 # x 8, the paper's group) and the longest completion a training rollout may have (two-digit sums end in 15-90
-# tokens at T = 0.6: README). GRPO's backward in micro-batches of 16 rows: all 64 at once, float32, took more than
-# this machine's 24 GB (killed, measured).
+# tokens at T = 0.6: docs/real-model.md). GRPO's backward in micro-batches of 16 rows: all 64 at once, float32,
+# does not fit in 24 GB (report/NOTES.md, "What 2 CPU cores cannot do").
 UPDATE_SHAPE = {"es_population": 16, "es_prompts": 16, "grpo_prompts": 8, "grpo_group": 8, "max_new_tokens": 128,
                 "grpo_microbatch": 16}
 QUICK_SHAPE = {"es_population": 2, "es_prompts": 2, "grpo_prompts": 2, "grpo_group": 2, "max_new_tokens": 16,

@@ -14,7 +14,7 @@ from analyses.training import PATH_POINTS, eval_every, keeps_settings, train_run
 from es_grpo import log
 from scale.config import Args, parse_args
 
-CALIBRATED_GRPO = ["--grpo-lr", "3e-6"]  # tiny preset, tuned on dev: README, "How the tiny preset was chosen"
+CALIBRATED_GRPO = ["--grpo-lr", "3e-6"]  # tiny preset, tuned on dev: report/NOTES.md, "How the tiny preset was chosen"
 REPRODUCE_PARTS = ("claims", "es-grpo", "claim6", "paper-steps", "sizes", "untied")
 
 
@@ -50,6 +50,7 @@ class Plan:
     diversity_samples: int
     forgetting_problems: int  # per held-out family (claim 5)
     started: float
+    saved_only: bool = False  # --saved-only: the report from saved runs and analyses, nothing trained or measured
 
     @property
     def k(self) -> int:  # the large K of the verdicts
@@ -121,11 +122,13 @@ def plan_of(namespace, run_flags: list[str], argv: list[str]) -> Plan:
     seeds_of = {name: seeds[:1] if name == "es-grpo" else seeds for name in updates}  # ES->GRPO: seed 0 only
     frontier = {"grpo": rates_of(namespace.frontier_lrs, "--frontier-lrs"),
                 "es": rates_of(namespace.frontier_alphas, "--frontier-alphas")}
+    argv = [word for word in argv if word != "--saved-only"]  # a way of making it, not the report's design
     return Plan(out=Path(namespace.out), argv=argv, quick=quick, parts=parts, seeds=seeds, samples=samples,
                 run_flags=run_flags, small=small, flags=flags, args=args, updates=updates, seeds_of=seeds_of,
                 frontier=frontier, diversity_problems=namespace.diversity_problems,
                 diversity_samples=namespace.diversity_samples,
-                forgetting_problems=namespace.forgetting_problems, started=time.time())
+                forgetting_problems=namespace.forgetting_problems, started=time.time(),
+                saved_only=namespace.saved_only)
 
 
 class Stopwatch:
@@ -145,11 +148,11 @@ class Stopwatch:
 
 # Claim 1's frontier (the default of --frontier-lrs and --frontier-alphas, chosen for the tiny preset): GRPO at
 # more learning rates, spanning 1e-6 to 5e-5 with the calibrated 3e-6, each with updates enough for its path to pass
-# ES's Pass@1 (on dev, 1e-5 gained 0.047 Pass@1 by update 80 and 5e-5 0.10 by 100: report/NOTES.md) and
-# FRONTIER_POINTS trajectory points; ES at twice the calibrated alpha (more Pass@1 per update). Each rate: the
-# first FRONTIER_SEEDS seeds (with 3, the frontier's smallest detectable Pass@32 effect was 5-8x the paper's:
-# report/NOTES.md). Chosen for the span the issue asked for, on no evaluation result; the calibrated runs' rates
-# were chosen on `dev` (report/NOTES.md). Another model takes its own by flags (report/real/h200.sh).
+# ES's Pass@1 on dev, and FRONTIER_POINTS trajectory points; ES at twice the calibrated alpha (more Pass@1 per
+# update). Each rate: the first FRONTIER_SEEDS seeds, enough to detect effects near the paper's (report/NOTES.md,
+# "The reproduction: design and verdict rules"). Chosen for their span, on no evaluation result; the calibrated
+# rates were chosen on `dev` (report/NOTES.md, "How the tiny preset was chosen"). Another model takes its own by
+# flags (report/real/h200.sh).
 FRONTIER_LRS, FRONTIER_ALPHAS = "1e-6:200,1e-5:80,5e-5:30", "4e-3"  # RATE:UPDATES (none: the schedule's own)
 FRONTIER_SEEDS, FRONTIER_POINTS = 5, 8
 

@@ -12,18 +12,24 @@ from analyses.forgetting import SATURATED
 from analyses.paths import LABELS, heldout_families
 from analyses.reproduction.claims import Claim
 from analyses.reproduction.evidence import Evidence
+from analyses.reproduction.parts import (claim_records, parts_section, preregistration_section, reachable_section,
+                                         replicate_section, rules_section, saturation_section, stability_lines)
 from analyses.reproduction.scaling import scale_section
-from analyses.statistics import (CATASTROPHIC_SHARE, ENTROPY_MARGIN_SHARE, PAPER_EFFECTS, TOLERANCE, VERDICTS,
-                                 Interval, detectable, informative, mean_std, per_problem, problems_for, reachable,
-                                 seeds_for, shown)
+from analyses.statistics import Interval, detectable, informative, mean_std, per_problem, problems_for, seeds_for, shown
+from analyses.verdicts import MIN_SEEDS, OUTCOMES, falls, keeps, no_gain, rises
 from es_grpo import markdown_table
 
-def write_report(evidence: Evidence, claims: list[Claim]):
-    """Every plot (draw_plots), then OUT/REPORT.md, section by section, and OUT/report.json."""
+
+def write_report(evidence: Evidence, claims: list[Claim], stability: dict):
+    """Every plot (draw_plots), then OUT/REPORT.md, section by section, and OUT/report.json. stability: the
+    outcomes under other bootstrap seeds (parts.stability)."""
     draw_plots(evidence)
     plan = evidence.plan
-    sections = [*report_header(evidence), *budgets_section(evidence), *minutes_section(evidence),
-                *claims_section(claims), *power_section(evidence, claims), *scale_section(evidence, claims)]
+    sections = [*report_header(evidence), *parts_section(claims), *stability_lines(stability),
+                *rules_section(), *preregistration_section(plan), *replicate_section(evidence),
+                *saturation_section(claims),
+                *reachable_section(claims), *budgets_section(evidence), *minutes_section(evidence),
+                *power_section(evidence, claims), *scale_section(evidence, claims)]
     for section in (calibration_section, models_section, curves_section, matched_section, diversity_section,
                     drift_section, forgetting_section, claim6_section, sizes_section):
         sections += section(evidence)
@@ -31,11 +37,12 @@ def write_report(evidence: Evidence, claims: list[Claim]):
     sweep = {name: {key: value for key, value in row.items() if key != "correct"}
              for name, row in (evidence.sweep or {}).items()}
     values = report_values(claims)
-    intervals = {name: {"se": ci.se, "df": ci.df, "dropped": ci.dropped, "detectable": ci.detectable}
+    intervals = {name: {"se": ci.se, "df": ci.df, "dropped": ci.dropped, "detectable": ci.detectable,
+                        "seeds": ci.seeds, "mc_error": ci.mc_error}
                  for name, ci in values.items() if isinstance(ci, Interval)}  # what each rests on
     (plan.out / "report.json").write_text(json.dumps(
-        {"argv": plan.argv, "seeds": plan.seeds, "updates": plan.updates, "claims": [c.row() for c in claims],
-         "evidence": values, "intervals": intervals, "comparisons": evidence.rows,
+        {"argv": plan.argv, "seeds": plan.seeds, "updates": plan.updates, "claims": claim_records(claims),
+         "stability": stability, "evidence": values, "intervals": intervals, "comparisons": evidence.rows,
          "curves": evidence.curves, "sweep": sweep},
         indent=1, default=float))
 
@@ -62,9 +69,13 @@ def report_header(evidence: Evidence) -> list[str]:
     plan, config = evidence.plan, evidence.runs["es"]["config"]
     seconds = time.time() - plan.started
     reverse = " (ES->GRPO: the first only; it enters no verdict)" if "es-grpo" in evidence.runs else ""
-    calibrated = (" (calibrated on the `dev` split: README, \"How the tiny preset was chosen\"; the other settings "
-                  "of the tiny preset were tuned there too). Nothing was tuned on the evaluation problems."
+    calibrated = (" (calibrated on the `dev` split: report/NOTES.md, \"How the tiny preset was chosen\"; the other "
+                  "settings of the tiny preset were tuned there too). Nothing was tuned on the evaluation problems."
                   if config["preset"] == "tiny" else ".")
+    one_seed = (f" With {len(plan.seeds)} seed{'s' * (len(plan.seeds) > 1)}, every interval is over problems only "
+                f"(no run-to-run spread in it), so no part that depends on training is decided (fewer than "
+                f"{MIN_SEEDS} seeds): the table gives what the problems alone say beside it."
+                if len(plan.seeds) < MIN_SEEDS else "")
     return [
         "# Reproduction report", "",
         f"Command: `python eval.py reproduce {' '.join(plan.argv)}`, {seconds / 60:.0f} min on this machine for this "
@@ -75,22 +86,7 @@ def report_header(evidence: Evidence) -> list[str]:
         f"config.json). Evaluation: the `{config['eval_split']}` split, {config['eval_problems']} problems, "
         f"{plan.samples} samples per problem at temperature {config['eval_temperature']} at each stage's end, "
         f"{config['trajectory_samples']} at the trajectory points; unbiased Pass@K from per-problem counts. "
-        f"GRPO's learning rate: {config['grpo_lr']:g}" + calibrated, "",
-        "**Intervals and verdicts.** Every interval is 95%: the estimate plus or minus a t quantile "
-        "(Welch-Satterthwaite degrees of freedom) times a standard error made of a paired bootstrap over the "
-        "problems (the same draw for every model compared) and a leave-one-seed-out jackknife over the seeds; "
-        "each claim names the smallest effect its test detects with 80% power. A condition reads an interval "
-        "against 0 and a margin: *rises* holds when the interval is above 0, is *small* when it is above 0 and "
-        "wholly below the margin (real, smaller than the margin), *equivalent* when it lies inside (-margin, "
-        "margin) across 0 (no effect of the margin's size), fails when it is wholly below 0; *keeps* holds when its "
-        "lower end is above -margin; none is decided on an interval of no spread (se 0). Margins: Pass@K and Pass@1, "
-        f"{TOLERANCE:g} (half the paper's smallest Pass@K effect, ES's Pass@32 gain of "
-        f"{PAPER_EFFECTS['es_passk_change']:g}, so that no margin hides an effect of the paper's size); token "
-        f"entropy, {ENTROPY_MARGIN_SHARE:g} of the base model's, in nats (the paper's collapse, after Cui et al.: "
-        "0.65 to 0.03 nats, a fall of 95%); catastrophic forgetting, a "
-        f"fall of {CATASTROPHIC_SHARE:g} of the base model's held-out Pass@K. A claim's verdict: "
-        + "; ".join(f"*{word}*: {meaning}" for word, meaning in VERDICTS.items())
-        + ". Which verdicts each claim's rule can reach: the table below the claims.", ""]
+        f"GRPO's learning rate: {config['grpo_lr']:g}" + calibrated + one_seed, ""]
 
 
 def minutes_section(evidence: Evidence) -> list[str]:
@@ -142,34 +138,11 @@ def budgets_section(evidence: Evidence) -> list[str]:
         "## Budgets", "",
         "Per run, mean ± std over seeds: sequences, tokens and seconds over all stages (training only). GRPO->ES "
         f"and ES->GRPO split their {evidence.plan.updates['grpo-es']} updates evenly (the paper; `--steps`, by "
-        "default 100, sized so that the claims part fits about two hours on 2 CPU cores with 5 seeds and 500 "
-        "problems); ES alone gets GRPO->ES's sequences; GRPO alone "
+        "default 100, sized for a few hours of runs on 2 CPU cores with 5 seeds and 500 problems: the wall times "
+        "below); ES alone gets GRPO->ES's sequences; GRPO alone "
         "runs twice GRPO->ES's updates, so that its path holds the matched points (matching its sequences to "
         "ES's would take about 8x more GRPO updates: compute is matched where the one that spent less ends).", "",
         markdown_table(budget, list(next(iter(budget.values()))), "schedule"), ""]
-
-
-def claims_section(claims: list[Claim]) -> list[str]:
-    return ["## Claims", "", "| claim | verdict | numbers, 95% intervals |", "|---|---|---|",
-            *[f"| {claim.statement} | **{claim.verdict}** | {claim.numbers} |" for claim in claims], "",
-            *reachable_section(claims)]
-
-
-def outcome_word(outcome) -> str:
-    return {True: "holds", False: "fails", None: "undecided"}.get(outcome, outcome)
-
-
-def reachable_section(claims: list[Claim]) -> list[str]:
-    """Each claim's conditions, each with its outcome now, and the verdicts its rule can reach (statistics.
-    reachable: every outcome each condition's test gives on a grid of intervals, combined)."""
-    rows = [f"| {claim.number} | " + "; ".join(f"{c.name}: {outcome_word(c.outcome)}" for c in claim.conditions)
-            + f" | {', '.join(reachable(list(claim.conditions)))} |" for claim in claims if claim.conditions]
-    return ["### What each rule can reach", "",
-            "Each claim's conditions with their outcome here, and every verdict its rule can reach on some data "
-            "(found by trying each condition's test on intervals over a grid around 0 and its margin). Claim 5 is "
-            "itself a bound (no fall beyond the margin), so *equivalent* is not a separate outcome of it: inside "
-            "the bound is *reproduced*.", "", "| claim | conditions: outcome here | verdicts it can reach |",
-            "|---|---|---|", *rows, ""]
 
 
 def models_section(evidence: Evidence) -> list[str]:
@@ -380,12 +353,21 @@ def power_section(evidence: Evidence, claims: list[Claim]) -> list[str]:
             "|---|---|---|---|---|---|---|---|", *rows, ""]
 
 
+PLANNED = (rises, falls, keeps, no_gain)  # the tests the power plan sizes (an effect of the target's size)
+
+
 def power_row(number: int, c, seeds: int, per_seed: float) -> str:
     """A condition's row of the power plan; per_seed: the minutes of runs one more seed costs."""
     target = c.effect if c.effect is not None else c.margin
+    if c.test not in PLANNED or not isinstance(c.value, Interval) or target is None:  # a bound, a count: no plan
+        return f"| {number} | {c.name} | {OUTCOMES[c.outcome]} | {detectable(c.value)} | - | - | - | - |"
     if c.outcome is not None or not informative(c.value):  # decided, or no spread to plan from
-        return f"| {number} | {c.name} | {outcome_word(c.outcome)} | {detectable(c.value)} | {target:.4g} | - | - | - |"
+        return f"| {number} | {c.name} | {OUTCOMES[c.outcome]} | {detectable(c.value)} | {target:.4g} | - | - | - |"
     needed, factor = seeds_for(c.value, target, seeds), problems_for(c.value, target, seeds)
+    if c.one_seed:  # undecided for want of seeds: their spread is not in the interval, so not in the plan
+        return (f"| {number} | {c.name} | undecided: {seeds} seed (over problems: {OUTCOMES[c.measured]}) | "
+                f"{detectable(c.value)} | {target:.4g} | {MIN_SEEDS} at least (their spread unmeasured) | "
+                f"{f'{factor:.1f}x' if factor else 'no number'} | - |")
     excess = (c.value.detectable / target) ** 2  # seeds and problems both times this: the variance over it
     both = math.ceil(seeds * excess)
     hours = lambda count: f"{(count - seeds) * per_seed / 60:.0f} h"  # noqa: E731

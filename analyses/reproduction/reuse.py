@@ -9,6 +9,7 @@ from __future__ import annotations
 import ast
 import dataclasses
 import datetime
+import functools
 import hashlib
 import inspect
 import json
@@ -49,10 +50,17 @@ def identity(model: str) -> str:
     if files:
         content = hashlib.sha256()
         for file in files:
-            with file.open("rb") as handle:
-                content.update(hashlib.file_digest(handle, "sha256").digest())
+            stat = file.stat()
+            content.update(file_digest(str(file), stat.st_size, stat.st_mtime_ns))
         return "weights " + content.hexdigest()[:16]
     return "name " + model
+
+
+@functools.lru_cache(maxsize=64)
+def file_digest(path: str, size: int, modified: int) -> bytes:
+    """A file's sha256, read once while its size and time stay (a model's weights, keyed for every analysis)."""
+    with open(path, "rb") as handle:
+        return hashlib.file_digest(handle, "sha256").digest()
 
 
 def has_weights(model: str) -> bool:
@@ -70,6 +78,7 @@ def code_only(source: str) -> ast.AST:
     return tree
 
 
+@functools.cache  # read once a process: a key made later in a long run does not read a file edited since
 def code_of(function) -> str:
     """A digest of the function's code, of every function and class of this package it names (again theirs,
     transitively) and of every UPPER_CASE constant of their modules they name: change RANDOM_MASKS or a
@@ -100,6 +109,7 @@ class Store:
     folder: Path
     made: dict = dataclasses.field(default_factory=dict)  # name -> when its result was measured
     evaluated_otherwise: list = dataclasses.field(default_factory=list)  # runs trained again, other evaluations
+    saved_only: bool = False  # measure nothing: an analysis not saved under its key now is named (BadInput)
 
     def key(self, function, arguments: tuple, models: list[str]) -> dict:
         def plain(value):  # the arguments as JSON, each model by its identity, not its path
@@ -125,7 +135,11 @@ class Store:
                 self.made[name] = saved["made"]
                 return saved["result"]
         except (OSError, ValueError, KeyError, TypeError):
-            pass
+            saved = {}
+        if self.saved_only:
+            differ = [part for part in key if saved.get("key", {}).get(part) != key[part]] if saved else ["none"]
+            raise es_grpo.BadInput(f"{path}: not saved under the key the code gives now (it differs in: "
+                                   f"{', '.join(differ)}); without --saved-only, reproduce measures it again")
         for run in dict.fromkeys(run_folder(m) for m in models if not has_weights(m)):
             if not (weights_again(run) or train_again(run)):
                 self.evaluated_otherwise.append(run)

@@ -42,8 +42,9 @@ def scale_section(evidence: Evidence, claims: list[Claim]) -> list[str]:
     tiny_report = plan.out.parent / "report.json"
     if plan.args.model in ("", "tiny") or not tiny_report.is_file():
         return []
-    tiny_verdicts = {row[0]: row[1] for row in json.loads(tiny_report.read_text()).get("claims", [])}
+    tiny_verdicts = {row["claim"]: row["verdict"] for row in json.loads(tiny_report.read_text()).get("claims", [])
+                     if isinstance(row, dict)}  # a report made before its claims were records: "-"
     return [*scale_paragraph(claims[0].values, "grpo", len(plan.seeds), tiny_report), "",
             "| claim | verdict here | on the tiny model |", "|---|---|---|",
-            *(f"| {claim.number}. {claim.statement} | {claim.verdict} | {tiny_verdicts.get(claim.statement, '-')} |"
+            *(f"| {claim.number}. {claim.statement} | {claim.verdict} | {tiny_verdicts.get(claim.number, '-')} |"
               for claim in claims), ""]

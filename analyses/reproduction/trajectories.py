@@ -21,9 +21,10 @@ import es_grpo
 from analyses import figures
 from analyses.evaluation import curve_ks
 from analyses.paths import LABELS, matched, path_arrays, path_point, read_metrics
-from analyses.reproduction.claims import claim1, claim1_values
+from analyses.reproduction.claims import claim1
+from analyses.reproduction.readings import claim1_values
 from analyses.reproduction.pilot import entropy_difference_variance
-from analyses.reproduction.report import outcome_word
+from analyses.reproduction.parts import claim_records, parts_section
 from analyses.reproduction.scaling import scale_paragraph
 from analyses.statistics import (PAPER_EFFECTS, detectable, entropy_change, interval, paired_difference, per_problem,
                                  shown)
@@ -84,16 +85,24 @@ def judge_claim1(runs: dict, parts: dict):
     """claims.claim1 on claim1_values, from the stopped runs: ES's end against the base, the middle GRPO path
     and the frontier of the other GRPO learning rates."""
     es, grpo = runs[parts["es"]], runs[parts["grpo"]]
-    last = es["finals"][0]
-    end = {"pass@1": per_problem([last["correct"]], K, 1), f"pass@{K}": per_problem([last["correct"]], K, K),
-           "entropy": np.array([last["entropy"]]),
-           **{key: es["totals"][key][0] for key in ("sequences", "tokens", "seconds")}}
+    ends = {name: end_point(run) for name, run in (("ES", es), ("GRPO", grpo))}
+    paths = {"ES": path_arrays(es["paths"], K), "GRPO": path_arrays(grpo["paths"], K)}
+    first, second = ("GRPO", "ES") if ends["GRPO"]["sequences"] <= paths["ES"]["sequences"][-1] else ("ES", "GRPO")
     frontier = {name: run for name, run in runs.items() if run["config"]["algo"] == "grpo" and name != parts["grpo"]}
     evidence = SimpleNamespace(runs={"es": es, "grpo": grpo}, frontier=frontier, matched={"updates": []},
                                plan=SimpleNamespace(k=K, samples=K),
-                               rows={"ES vs GRPO, at ES's Pass@1": matched(end, path_arrays(grpo["paths"], K),
-                                                                          "pass@1", K)})
+                               rows={"ES vs GRPO, at ES's Pass@1": matched(ends["ES"], paths["GRPO"], "pass@1", K),
+                                     f"{first} vs {second}, at {first}'s sequences": matched(
+                                         ends[first], paths[second], "sequences", K)})
     return claim1(claim1_values(evidence))
+
+
+def end_point(run: dict) -> dict:
+    """A stopped run's last point as paths.matched takes a model's end: Pass@1, Pass@K, entropy, compute."""
+    last = run["finals"][0]
+    return {"pass@1": per_problem([last["correct"]], K, 1), f"pass@{K}": per_problem([last["correct"]], K, K),
+            "entropy": np.array([last["entropy"]]), **{key: run["totals"][key][0] for key in
+                                                       ("sequences", "tokens", "seconds")}}
 
 
 def null_control(runs: dict, parts: dict) -> dict:
@@ -162,7 +171,7 @@ def write_trajectories(flags, command: str) -> dict:
     plots(out, runs, parts)
     curves = pass_at_k_curves(runs)
     (out / "report.json").write_text(json.dumps({"command": command, "roles": parts, "runs": rows,
-                                                 "claim1": claim.row(), "curves": curves,
+                                                 "claim1": claim_records([claim])[0], "curves": curves,
                                                  "null_control": {key: list(value) if isinstance(value, tuple) else
                                                                   value for key, value in control.items()}}, indent=1))
     lines = report_lines(runs, parts, claim, control, rows, curves, command, out)
@@ -203,12 +212,9 @@ def report_lines(runs: dict, parts: dict, claim, control: dict, rows: dict, curv
              f"temperature {config['eval_temperature']}, at most {config['max_new_tokens']} new tokens; seed "
              f"{config['seed']} only. Intervals and verdict words are the tiny report's (report/REPORT.md); with one "
              "seed an interval rests on the problems alone.", "", "## The runs", "", *run_table(runs, rows), "",
-             "## Claim 1, by the tiny report's rule", "", "| claim | verdict | numbers, 95% intervals |",
-             "|---|---|---|",
-             f"| {claim.statement} | **{claim.verdict}** | {claim.numbers} |", "",
-             "Conditions: " + "; ".join(f"{c.name}: {outcome_word(c.outcome)}" for c in claim.conditions) + ". In "
-             f"the numbers, `es` is {parts['es']} and `grpo` {parts['grpo']} (the middle learning rate); the other "
-             "GRPO runs are the frontier.", ""]
+             "## Claim 1, by the tiny report's rule", "",
+             f"`es` is {parts['es']} and `grpo` {parts['grpo']} (the middle learning rate); the other GRPO runs "
+             "are the frontier.", "", *parts_section([claim])[2:]]
     if control:
         (es_updates, null_updates), change = control["updates"], control["entropy_change"]
         lines += ["## The control: ES against the null ES run", "",
@@ -241,7 +247,7 @@ def limits(claim, curves: dict, runs: dict, pilot_file: Path) -> list[str]:
         f"; sampling's, from the pilot's samples of dev problems ({pilot_file}), puts the SE of an entropy "
         f"difference at {problems} problems x {samples} samples near "
         f"{(entropy_difference_variance(family, samples) / problems) ** 0.5:.3f} nats for the base model")
-    by_problem = all("entropy_sums" in row for row in evaluations)  # es_grpo.evaluate keeps them since issue 43
+    by_problem = all("entropy_sums" in row for row in evaluations)  # older evaluations kept one number a model
     return ["## What these runs cannot decide", "",
             "- One seed: intervals rest on the problems alone (the seeds' spread is unmeasured); token entropy's "
             "too, read from each problem's sums, so they hold the problems' and sampling's spread." if by_problem else
