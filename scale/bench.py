@@ -258,7 +258,7 @@ def child(kind: str, size: str, repeats: str = "1"):
     if kind not in ("inference", "es", "es-off", "grpo") or size not in ("tiny", "60M"):
         raise SystemExit(f"--child: no configuration {kind} {size}")
     # peak memory, not speed: where OMP_NUM_THREADS is set, torch has taken its threads from it (the suite's 1,
-    # its background launches holding the other core: 2 threads took the child from 8 s to 22 s); else both cores
+    # its background launches holding the other core, where a second thread only slows the child); else both cores
     if not os.environ.get("OMP_NUM_THREADS"):
         torch.set_num_threads(2)
     model, tokenizer, args, problems = tiny_setup()
@@ -521,7 +521,7 @@ def real_setup(dtype: str = "float32"):
     """SmolLM2-135M-Instruct (`python -m scale.real_model`) on its task, two-digit sums: model, tokenizer, scale's
     flags for it, and 512 training problems."""
     if not (Path(REAL_FOLDER) / "config.json").is_file():
-        raise RuntimeError(f"no model folder at {REAL_FOLDER}: python -m scale.real_model (README, a real model)")
+        raise RuntimeError(f"no model folder at {REAL_FOLDER}: python -m scale.real_model (docs/real-model.md)")
     model, tokenizer = es_grpo.load_model(REAL_FOLDER, "cpu", dtype)
     args = config.parse_args(["--model", REAL_FOLDER, "--task", "add", "--rollout-batch", "512"])
     problems = es_grpo.generate_problems("add", 512, seed=11, exclude=es_grpo.never_trained_on())
@@ -652,7 +652,7 @@ TASK_CANDIDATES = {  # generated families measured against the built-in ones whe
 
 
 def bench_tasks(repeats: int) -> list[str]:
-    """SmolLM2-135M-Instruct on each candidate task family, as its task was chosen (README, a real model): Pass@1
+    """SmolLM2-135M-Instruct on each candidate task family, as its task was chosen (docs/real-model.md): Pass@1
     of 2 samples on each of 100 problems at the evaluation temperature (0.6), up to 256 new tokens, the project's
     grader and chat prompts, decoded in bfloat16; the share of answers in the right format and their lengths."""
     import random

@@ -2,12 +2,12 @@
 weights in a lower precision; run()'s `generate` hook of `python -m scale.train --rollout hf`.
 
 Where a decode step of a 135M model went (report/NOTES.md, "Real-size speed"), and what this does:
-- the cache grew by torch.cat: each step copied every layer's keys and values into new memory, which
-  this machine pages in at about 1 GB/s (steps slowed from 0.3 to 1 s as the cache grew). Here each
-  layer writes into room reserved for the whole rollout (ReservedLayer).
+- the cache grew by torch.cat: each step copied every layer's keys and values into new memory, so
+  steps slowed as the cache grew. Here each layer writes into room reserved for the whole rollout
+  (ReservedLayer).
 - the prompt's pass computed logits over the 49k-token vocabulary at every prompt position; here at
   the last one only (logits_to_keep).
-- SDPA's CPU kernel costs about 1.4 ms a call at one query token; here two grouped matmuls
+- SDPA's CPU kernel has a large fixed cost a call at one query token; here two grouped matmuls
   (decode_attention).
 - every row ran its whole prompt: here identical prompts run once (GRPO's groups, evaluation's
   samples), and the prefix all prompts share (a chat template's system turn) once (PromptLayout).
@@ -89,9 +89,9 @@ class FastRollout:
 
 class PackedLinears:
     """The model's Linear layers on oneDNN's prepacked weights while decoding, where that gives the same numbers:
-    bfloat16 and float16 weights on a CPU with instructions for them (prepacked, a 16-row product runs about 1.6x
-    as fast there, bit for bit the same; float32 would differ by rounding). A layer's pack is made again when its
-    weight changes (an ES member, a GRPO step: 0.17 s for 135M parameters) and held between rollouts."""
+    bfloat16 and float16 weights on a CPU with instructions for them (prepacked, a product runs faster there,
+    bit for bit the same; float32 would differ by rounding). A layer's pack is made again when its weight
+    changes (an ES member, a GRPO step) and held between rollouts."""
 
     def __init__(self):
         self.packed = {}  # id(layer) -> (the weight's version, its pack)
@@ -122,7 +122,7 @@ class PackedLinears:
 
 def cpu_has_bfloat16() -> bool:
     """Whether this CPU multiplies bfloat16 in hardware (AVX-512 BF16, AMX). Without, oneDNN packs no bfloat16
-    weights and torch's bfloat16 matmuls ran 8x slower than float32's (an AVX2 CPU: report/NOTES.md)."""
+    weights and torch's bfloat16 matmuls run far slower than float32's (report/NOTES.md, "Real-size speed")."""
     return torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
 
 

@@ -66,8 +66,8 @@ def grpo_step(run: Context, state: GRPOState, problems: list[dict], seed: int) -
 
 def precision(run: Context):
     """--grpo-autocast: matmuls in bfloat16 on float32 weights (torch.autocast; log-softmax and the loss stay
-    float32, as autocast keeps them). About 1.5x a step at 135M on this CPU; the gradient is bfloat16's rounding
-    away from float32's (tests/test_grpo.py measures how far)."""
+    float32, as autocast keeps them). Faster on a CPU with bfloat16 instructions (report/NOTES.md, "Real-size
+    speed"); the gradient is bfloat16's rounding away from float32's (tests/test_grpo.py measures how far)."""
     if not getattr(run.args, "grpo_autocast", False):
         return contextlib.nullcontext()
     return torch.autocast(next(run.model.parameters()).device.type, dtype=torch.bfloat16)

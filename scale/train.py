@@ -171,7 +171,7 @@ def main(argv=None, launcher=Torchrun):
     low = "bfloat16" in (config["rollout_dtype"], config["dtype"]) or config["grpo_autocast"]
     if low and scale.rollout == "hf" and not torch.cuda.is_available() and not cpu_has_bfloat16():
         es_grpo.log("scale.train: this CPU has no bfloat16 instructions (AVX-512 BF16, AMX): its bfloat16 "
-                    "matmuls run about 8x slower than float32's; float32 is faster here (README, a real model)")
+                    "matmuls run far slower than float32's; float32 is faster here (docs/real-model.md)")
     verifier.install()  # math answers bounded in any thread and on every rank: a worker process
     generate = FastRollout(config["rollout_dtype"])
     if scale.rollout == "vllm":

@@ -9,7 +9,7 @@ hook (tests/test_verifier.py's MATH_CASES are its contract).
 es_grpo.latex_compare calls math-verify as the field does, bounded by math-verify's own timeout, which is
 signal.alarm: it works on the main thread only, and off it es_grpo refuses in one line. Here math-verify runs
 in a worker process that is killed past es_grpo.MATH_SECONDS, wherever the call comes from (a thread, a
-torchrun rank, a notebook's executor); the next call starts a new worker (about 1 s). The worker also guards
+torchrun rank, a notebook's executor); the next call starts a new worker. The worker also guards
 Python's eval and exec, so that sympy's parse_expr, the one way from text to code that math-verify's LaTeX
 path still reaches, runs nothing but a literal. install() makes it es_grpo's LATEX hook; scale.train, eval.py
 and scale.bench install it.

@@ -2,21 +2,26 @@
 checkout as a user types it: each entry point starts as Python starts it (its --help, or a run where one is
 seconds), and the flags the docs give es_grpo.py and scale.train parse. What cannot run here (a hub id, CUDA,
 eight GPUs) is checked as far as that: its flags. A command the docs add without a check here fails."""
+import ast
 import importlib
+import io
 import json
 import os
 import re
 import subprocess
 import sys
+import tokenize
 from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 import es_grpo
-from conftest import ROOT, in_process
+from conftest import ROOT, in_process, later
 
-DOCS = ("README.md", "scale/README.md", "tests/EXERCISES.md", "report/NOTES.md")
+DOCS = ("README.md", "scale/README.md", "tests/EXERCISES.md", "report/NOTES.md", "docs/real-model.md",
+        "docs/reproduction.md")
 EVAL_COMMANDS = ("reproduce", "sweep", "drift", "sparsity", "diversity", "forgetting", "curves", "verifier")
 EXERCISE_COMMANDS = ("list", "make", "check")
 PLACEHOLDERS = {"$M": "tiny", "$D": "", "$R": "", "$flags": "", "MODEL": "tiny", "LINE": "", "RUN": "runs/x",
@@ -189,13 +194,24 @@ def test_every_documented_run_gives_flags_that_parse(monkeypatch):
     assert checked >= 10
 
 
+BENCH: dict = {}  # the bench's child, started as the session begins (conftest.py)
+
+
+def start_bench_child():
+    """scale.bench's smallest memory child, run in conftest.later's lane: it measures peak memory, not speed."""
+    if not BENCH:
+        from scale import bench
+        BENCH["done"] = later(lambda: bench.in_child("inference", "tiny"))
+
+
 def test_the_bench_starts_its_children_as_modules(monkeypatch):
     """scale.bench's memory and vllm parts run each configuration in a child started as `-m scale.bench` from
     the repository's root (started as a file, `import es_grpo` failed); one child started, the smallest. A
     child's refusal (measured in this process: a second child costs its imports) reaches the parent as an
     error with its message."""
     from scale import bench
-    measured = bench.in_child("inference", "tiny")
+    start_bench_child()  # if the session did not start it
+    measured = BENCH["done"].result()
     assert measured["rss_mb"] > 0 and measured["rows"] > 0
     refused = in_process(bench.main, "--child", "nope", "tiny")
     assert refused.returncode == 1 and "--child: no configuration nope tiny" in refused.stderr
@@ -205,15 +221,129 @@ def test_the_bench_starts_its_children_as_modules(monkeypatch):
         bench.in_child("nope", "tiny")
 
 
-def test_the_readmes_verdict_table_says_only_what_report_md_shows():
-    """Each row of the README's verdict table: its verdict is REPORT.md's for that claim, and every number it
-    quotes appears in REPORT.md (so a report made again cannot leave the README behind)."""
-    readme, report = (ROOT / "README.md").read_text(), (ROOT / "report" / "REPORT.md").read_text()
-    table = readme[readme.index("| claim of the paper | verdict here |"):].split("\n\n")[0].splitlines()[2:]
-    claims = report[report.index("## Claims"):].split("\n\n")[1].splitlines()[2:]
-    assert len(table) == len(claims) == 6
-    for row, claim in zip(table, claims):
-        verdict, line = row.split(" | ")[1:3]
-        assert f"**{verdict}**" in claim, row[:60]
-        for number in re.findall(r"[+-]?\d+\.\d+", line):
-            assert number in report, f"{number} (README: {row[:40]}...) is not in REPORT.md"
+README_BYTES, SENTENCE_WORDS = 12_000, 50  # the front door: a few screens, no sentence a paragraph long
+
+
+def prose(text: str) -> str:
+    """A markdown file's prose: no code blocks, tables, headings, images or HTML comments."""
+    text = re.sub(r"```.*?```", "", text, flags=re.S)
+    return "\n".join(line for line in text.splitlines()
+                     if not line.lstrip().startswith(("|", "#", "![", "<!--")))
+
+
+def sentences(text: str) -> list[str]:
+    """The prose's sentences: split after . ! ? before a capital, a backquote or a bracket, and at blank
+    lines and list bullets."""
+    parts = re.split(r"\n\s*\n|\n\s*[-*] |(?<=[.!?])\s+(?=[A-Z`(\[*])", prose(text))
+    return [" ".join(part.split()) for part in parts if part.strip()]
+
+
+def test_the_readme_is_a_front_door_of_a_few_screens():
+    """README.md: at most README_BYTES, no sentence over SENTENCE_WORDS words, a picture, and what a teacher
+    needs (the paper-to-function table, the exercises) in its first half."""
+    readme = (ROOT / "README.md").read_text()
+    assert len(readme.encode()) <= README_BYTES, f"README.md is {len(readme.encode())} bytes"
+    long = [f"{len(s.split())} words: {s[:80]}..." for s in sentences(readme) if len(s.split()) > SENTENCE_WORDS]
+    assert not long, long
+    assert re.search(r"!\[[^\]]+\]\(([^)]+\.png)\)", readme) and (ROOT / re.search(
+        r"!\[[^\]]+\]\(([^)]+\.png)\)", readme).group(1)).is_file()
+    half = len(readme) / 2
+    assert readme.index("| the paper | function |") < half and readme.index("tests/EXERCISES.md") < half
+
+
+def headings(path: Path) -> set[str]:
+    """A markdown file's section titles, and their GitHub anchors."""
+    titles = [line.lstrip("#").strip() for line in path.read_text().splitlines() if line.startswith("#")]
+    slug = lambda title: re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")  # noqa: E731
+    return set(titles) | {"#" + slug(title) for title in titles}
+
+
+SECTION_POINTER = re.compile(r"([\w./-]+\.md)(?:'s)?,? \"([^\"]{3,90})\"")
+TEXT_FILES = ("*.md", "*.py", "*.sh", "*.json")
+
+
+def text_of(path: Path) -> str:
+    """A file's text as its reader sees it: a Python file's strings (adjacent literals joined, as the parser
+    joins them) and comments, so that a pointer split across source lines reads whole."""
+    text = path.read_text(errors="ignore")
+    if path.suffix != ".py":
+        return text
+    strings = []
+    for node in ast.walk(ast.parse(text)):
+        if isinstance(node, ast.JoinedStr):
+            strings.append("".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values))
+        elif isinstance(node, ast.Constant) and isinstance(node.value, str):
+            strings.append(node.value)
+    comments = [token.string.lstrip("# ") for token in tokenize.generate_tokens(io.StringIO(text).readline)
+                if token.type == tokenize.COMMENT]
+    return "\n".join([*strings, " ".join(comments)])
+
+
+def pointers() -> list[tuple[str, str, str]]:
+    """(where, file, target) for every markdown link to a local file (target: its #anchor or "") in the docs,
+    and every pointer to a section by name (a file's name, a comma, the section's title in double quotes)
+    anywhere in the repository's text, the dated archive (history as it was written) left out."""
+    found = []
+    for path in sorted(p for pattern in TEXT_FILES for p in ROOT.rglob(pattern)
+                       if ".git" not in p.parts and "archive" not in p.parts and "runs" not in p.parts):
+        text, where = text_of(path), str(path.relative_to(ROOT))
+        for file, title in SECTION_POINTER.findall(text):
+            found.append((where, file, " ".join(title.split())))
+        if path.suffix == ".md":
+            for link in re.findall(r"\]\(([^)\s]+)\)", text):
+                if not re.match(r"[a-z]+:", link):
+                    file, _, anchor = link.partition("#")
+                    found.append((where, str((path.parent / file).relative_to(ROOT)) if file else where,
+                                  "#" + anchor if anchor else ""))
+    return found
+
+
+def test_every_link_and_section_pointer_resolves():
+    """Every local link of the docs reaches a file (and its #anchor a section), and every pointer to a section
+    by name in the repository names a section its file has (the file found from the repository's root, or
+    from the pointing file's folder)."""
+    dead, checked = [], 0
+    for where, file, target in pointers():
+        candidates = [ROOT / file, ROOT / Path(where).parent / file]
+        path = next((p for p in candidates if p.is_file()), None)
+        checked += 1
+        if path is None:
+            dead.append(f"{where}: {file} (no such file)")
+        elif target and path.suffix == ".md" and target not in headings(path):
+            dead.append(f"{where}: {file}, {target!r} (no such section)")
+    assert checked > 50 and not dead, "\n".join(dead)
+
+
+def numbers(text: str) -> list[str]:
+    return re.findall(r"[+-]?\d+\.\d+", text)
+
+
+def test_the_figures_the_docs_quote_are_their_files():
+    """The README's default-run table is what `python es_grpo.py` printed for its run folder (every column the
+    script prints), each results line's verdicts and numbers are the reports' it names, and EXERCISES.md's
+    table of the schedules' ends is REPORT.md's (so a report made again cannot leave the docs behind)."""
+    readme = (ROOT / "README.md").read_text()
+    summary = json.loads((ROOT / "report" / "readme-runs" / "default-s0" / "summary.json").read_text())
+    table = es_grpo.markdown_table({row["name"]: row for row in summary["stages"]}, es_grpo.TABLE_COLUMNS, "stage")
+    assert table in readme
+    reports = {"tiny": ROOT / "report" / "report.json", "real": ROOT / "report" / "real-cpu" / "report.json"}
+    verdicts = {name: {claim["claim"]: claim["verdict"] for claim in json.loads(path.read_text())["claims"]}
+                for name, path in reports.items()}
+    results = readme[readme.index("## Results"):].split("\n## ")[0]
+    rows = [line for line in results.splitlines() if re.match(r"\| [1-6]\. ", line)]
+    assert len(rows) == 6
+    for row in rows:
+        number, tiny, real = int(row[2]), *row.split(" | ")[1:3]
+        assert (tiny, real.rstrip(" |")) == (verdicts["tiny"][number], verdicts["real"][number]), row
+    texts = {name: (path.parent / "REPORT.md").read_text() for name, path in reports.items()}
+    ends = texts["tiny"].split("## Models at the end of each schedule")[1].split("\n## ")[0]
+    models = {line.split(" | ")[0].strip("| "): line for line in ends.splitlines() if line.startswith("| ")}
+    exercise = (ROOT / "tests" / "EXERCISES.md").read_text()
+    quoted = [line for line in exercise.splitlines() if re.match(r"\| (base|GRPO|ES)", line) and "±" in line]
+    assert len(quoted) == 4
+    for line in quoted:  # EXERCISES.md's table of the schedules' ends: REPORT.md's cells
+        cells = line.strip("| ").split(" | ")
+        assert all(cell in models[cells[0].split(" (")[0]] for cell in cells[1:]), line
+    prose_part = "\n".join(line for line in results.splitlines() if not line.startswith("|"))
+    missing = [n for n in numbers(prose_part) if not any(n in text for text in texts.values())]
+    assert not missing, f"README's results quote {missing}, which no REPORT.md shows"

@@ -63,7 +63,7 @@ def problem_key(problem: dict) -> str:
 
 def generate_problems(task: str, count: int, seed: int, exclude: set = frozenset()) -> list[dict]:
     """The first `count` distinct problems of a family's stream for `seed`, skipping those in exclude. Made
-    once per process (a run's 5,000 training problems take about 1.5 s) and handed out as copies."""
+    once per process (generating a run's training problems is slow) and handed out as copies."""
     return copy.deepcopy(list(stream_prefix(task, count, seed, frozenset(exclude))))
 
 
