@@ -226,13 +226,15 @@ def paired_difference(a: np.ndarray, b: np.ndarray) -> tuple:
 
 
 def saved_interval(row: dict, key: str) -> Interval:
-    """The Interval diversity_row saved as KEY, KEY_error."""
-    return Interval(row[key], *row[key + "_error"])
+    """The Interval diversity_row saved as KEY, KEY_error: over the problems of one population drawn (seeds 1:
+    how much another draw of the members would move it is not in it)."""
+    return Interval(row[key], *row[key + "_error"][:3], seeds=1)
 
 
 def combined(a: Interval, b: Interval, weight: float) -> Interval:
-    """a - weight x b for two intervals from separate measurements (independent errors): variances added,
-    Welch-Satterthwaite degrees of freedom (a df of 0, the normal quantile, counts as many)."""
+    """a - weight x b for two intervals from separate measurements, their errors taken as independent:
+    variances added, Welch-Satterthwaite degrees of freedom (a df of 0, the normal quantile, counts as many).
+    Measurements on overlapping problems covary a little; a positive covariance makes this se conservative."""
     parts = [a.se ** 2, (weight * b.se) ** 2]
     many = 10 ** 6
     dofs = [ci.df if ci.df > 0 else many for ci in (a, b)]

@@ -22,6 +22,7 @@ MARGINS = {name: entry["value"] for name, entry in FIXED["margins"].items()}
 # (the change in X above -TOLERANCE with 95% confidence) nor "absent" hides an effect of the paper's size.
 TOLERANCE = MARGINS["pass"]
 MIN_SEEDS = int(MARGINS["seeds"])  # fewer seeds decide no part that depends on training randomness
+MAX_UNDEFINED = MARGINS["undefined"]  # a larger share of undefined bootstrap draws decides nothing
 
 # A condition's outcome: True (it holds), False (it fails: the interval wholly on the wrong side), None
 # (undecided), SMALL (real, on the claimed side, but the interval wholly inside the margin) or ABSENT (the
@@ -101,6 +102,12 @@ def every_seed(counted, margin=None) -> bool | None:
     return True if shown_by == seeds > 0 else False if shown_by == 0 < seeds else None
 
 
+def beyond_noise(counted, null: float) -> bool | None:
+    """every_seed, where a run with no signal (the null ES run) could not produce it: undecided when the null
+    run shows it too (`null`: the share of null runs that do)."""
+    return None if null > 0 else every_seed(counted)
+
+
 def verdict(*outcomes) -> str:
     """A claim's verdict from its scored parts' outcomes (VERDICTS says what each word means)."""
     if any(outcome is False or outcome == ABSENT for outcome in outcomes):
@@ -113,32 +120,37 @@ def verdict(*outcomes) -> str:
 @dataclasses.dataclass(frozen=True)
 class Condition:
     """One scored part of a claim: `test` (rises, keeps, ...) read off the interval `value`, with a margin where
-    one applies; `effect` is the paper's effect of its kind (the power plan's target; None: the margin).
-    `training`: whether the value depends on training randomness; then, over fewer than MIN_SEEDS seeds (an
-    interval over problems only), the part is not decided: `measured` keeps what the problems alone say."""
+    one applies; `effect` is the paper's effect of its kind (the power plan's target; None: the margin). Every
+    value rests on random draws the design makes once a seed (a training run, an ES population): over fewer
+    than MIN_SEEDS of them (an interval over problems only) the part is not decided, and neither is it where
+    the statistic was undefined in more than MAX_UNDEFINED of the bootstrap's draws; `measured` keeps what the
+    interval alone says."""
     name: str
     test: Callable
     value: tuple
     margin: float | None = None
     effect: float | None = None
-    training: bool = True
 
     @property
     def measured(self) -> bool | str | None:  # the test on the interval as it is
         return self.test(self.value) if self.margin is None else self.test(self.value, self.margin)
 
     @property
-    def one_seed(self) -> bool:  # fewer seeds than a part that depends on training needs
-        return self.training and 0 < getattr(self.value, "seeds", MIN_SEEDS) < MIN_SEEDS
+    def one_seed(self) -> bool:  # fewer seeds (or populations) than a part needs
+        return 0 < getattr(self.value, "seeds", MIN_SEEDS) < MIN_SEEDS
+
+    @property
+    def undefined(self) -> bool:  # the statistic undefined in too many bootstrap draws to read its interval
+        return getattr(self.value, "dropped", 0.0) > MAX_UNDEFINED
 
     @property
     def outcome(self) -> bool | str | None:
-        return None if self.one_seed else self.measured
+        return None if self.one_seed or self.undefined else self.measured
 
     def outcomes(self) -> set:
         """Every outcome the test can give, found by trying it on intervals over a grid around 0 and the margin
         (and on an undefined one): what the data could make of this condition, whatever they are."""
-        if self.test is every_seed:
+        if self.test in (every_seed, beyond_noise):
             return {True, False, None}
         scale = abs(self.margin) if self.margin else 1.0
         points = np.concatenate([-np.logspace(-3, 3, 61), [0.0], np.logspace(-3, 3, 61)]) * scale

@@ -289,7 +289,8 @@ def evidence(**changes):
             "gaussian_kept": 0.68, "sparse_excess": UP, "null_gain_kept": (0.3, 0.0, 0.6), "null_sparse_excess": KEPT,
             "sparse_excess_minus_null": UP,
             "null_pass1_change": KEPT, "null_sparse_pass1_change": KEPT, "null_drift_share": 1.0,
-            "es_module_kinds": every, "grpo_module_kinds": every, "catastrophic_margin": 0.09,
+            "es_module_kinds": every, "grpo_module_kinds": every, "null_module_kinds": verdicts.SeedCount((0, 1)),
+            "catastrophic_margin": 0.09,
             "es_heldout_change": UP, "grpo_heldout_change": DOWN, "noise_heldout_change": KEPT,
             "es_minus_grpo_heldout": UP, "es_minus_noise_heldout": KEPT,
             "sweep_pass1_small_minus_large": UNSURE} | changes
@@ -351,6 +352,7 @@ NONE = verdicts.SeedCount((0, 5))  # no seed shows it
     (4, {"sparse_minus_random": UNSURE}, "inconclusive"),  # a random mask could keep as much
     (4, {"es_module_kinds": NONE}, "not reproduced"),  # ES's largest changes elsewhere on every seed
     (4, {"grpo_module_kinds": verdicts.SeedCount((3, 5))}, "inconclusive"),  # some seeds, not all
+    (4, {"null_module_kinds": verdicts.SeedCount((1, 1))}, "inconclusive"),  # a run with no signal ranks so too
     (5, {}, "reproduced"),
     (5, {"es_heldout_change": (-0.010, -0.023, 0.004)}, "inconclusive"),  # no catastrophe; a rise undecided
     (5, {"es_heldout_change": FORGOT}, "not reproduced"),
@@ -371,7 +373,7 @@ NONE = verdicts.SeedCount((0, 5))  # no seed shows it
 def test_each_verdict_comes_out_each_way_on_hand_made_numbers(claim, changes, expected):
     judged = claim_rules.RULES[claim - 1](evidence(**changes))
     assert judged.number == claim and judged.verdict == expected
-    if changes and expected != "not measured":  # the changed number is a part or shown beside them
+    if changes and expected != "not measured" and "null_module_kinds" not in changes:  # shown, or a part
         ci = [value for value in changes.values() if isinstance(value, tuple)][-1]
         values = [c.value for c in judged.conditions] + [item.value for item in judged.shown]
         assert any(value is ci for value in values), changes
@@ -412,17 +414,26 @@ def test_claim2_reads_not_reproduced_where_the_js_part_explains_a_tenth_of_the_a
     assert explained.se ** 2 == pytest.approx(js_part.se ** 2 + (verdicts.EXPLAINED_SHARE * like.se) ** 2)
 
 
-def test_a_part_that_depends_on_training_is_not_decided_on_one_seed():
-    """An interval over one seed is over problems only: a part that depends on training is undecided there
-    (what the problems say is kept beside it), one that does not (the population around the base) is decided,
-    and three seeds decide both."""
+def test_a_part_is_not_decided_on_one_seed_nor_on_draws_where_it_is_undefined():
+    """An interval over one seed (or one ES population) is over problems only: the part is undecided there,
+    what the problems say kept beside it, and three seeds decide it. So is a part whose statistic is undefined
+    in more than MAX_UNDEFINED of the bootstrap's draws, and ES's module kinds where the null run shows them."""
     rng = np.random.default_rng(2)
-    for seeds, trained in ((1, None), (3, True)):
+    for seeds, decided in ((1, None), (3, True)):
         ci = statistics.interval(lambda m: m["d"], {"d": 0.05 + rng.normal(0, 0.05, (seeds, 400))})
         part = verdicts.Condition("a gain", verdicts.rises, ci, 0.0035)
-        assert ci.seeds == seeds and part.measured is True and part.outcome is trained
-        assert dataclasses.replace(part, training=False).outcome is True
+        assert ci.seeds == seeds and part.measured is True and part.outcome is decided
+    diversity_row = {"gain_counts": 0.002, "gain_counts_error": [0.0004, 0, 0.0]}
+    assert statistics.saved_interval(diversity_row, "gain_counts").seeds == 1  # one population drawn
     assert verdicts.Condition("kinds", verdicts.every_seed, verdicts.SeedCount((1, 1))).outcome is None
+    data = {"a": 0.5 + rng.normal(0, 0.1, (5, 100))}
+    centre = data["a"].mean()
+    partly = statistics.interval(lambda m: np.where(m["a"] >= centre, m["a"], np.nan), data)
+    assert partly.dropped > verdicts.MAX_UNDEFINED and verdicts.rises(partly) is True
+    assert verdicts.Condition("partly defined", verdicts.rises, partly).outcome is None
+    every = verdicts.SeedCount((5, 5))
+    assert verdicts.Condition("kinds", verdicts.beyond_noise, every, 0.0).outcome is True
+    assert verdicts.Condition("kinds", verdicts.beyond_noise, every, 1.0).outcome is None  # chance does it too
 
 
 def test_paired_bootstrap_pairs_problems_resamples_seeds_and_covers_the_mean():

@@ -106,7 +106,8 @@ def runs_wall_minutes(runs: Path, record: Path | None = None) -> dict[str, dict]
     if record is not None:
         record.parent.mkdir(parents=True, exist_ok=True)
         record.write_text(json.dumps({"minutes": {name: round(m, 3) for name, m in sorted(known.items())},
-                                      "measured": saved.get("measured", "from the runs' file times")}, indent=1))
+                                      "measured": "from the runs' file times, else their metrics (training only)"},
+                                     indent=1))
     return {part: {"runs": row["runs"], "minutes": f"{row['minutes']:.1f}"} for part, row in totals.items()}
 
 

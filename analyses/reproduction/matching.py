@@ -80,4 +80,4 @@ def zscore_at_matched_pass1(zscored: dict, raw: dict, k: int) -> Interval:
     if z_end["pass@1"].mean() <= raw_end["pass@1"].mean():
         return matched(z_end, raw_path, "pass@1", k)[f"pass@{k}"]
     ci = matched(raw_end, z_path, "pass@1", k)[f"pass@{k}"]
-    return Interval(-ci[0], ci.se, ci.df, ci.dropped)
+    return ci.negated()

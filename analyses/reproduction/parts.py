@@ -13,11 +13,12 @@ from analyses.reproduction.claims import Claim
 from analyses.reproduction.readings import SATURATION
 from analyses.statistics import shown
 from analyses.verdicts import (CATASTROPHIC_SHARE, ENTROPY_MARGIN_SHARE, FIXED, OUTCOMES, PREREGISTRATION,
-                               TOLERANCE, VERDICTS, SeedCount, at_least, every_seed, falls, falls_by, keeps, no_gain,
-                               reachable, rises)
+                               TOLERANCE, VERDICTS, SeedCount, at_least, beyond_noise, every_seed, falls, falls_by,
+                               keeps, no_gain, reachable, rises)
 
 MARGIN_WORDS = {rises: "above 0; ±{m}", falls: "below 0; ±{m}", keeps: "a fall of {m}", no_gain: "below {m}",
-                at_least: "at least {m}", falls_by: "a fall of {m}", every_seed: "every seed"}
+                at_least: "at least {m}", falls_by: "a fall of {m}", every_seed: "every seed",
+                beyond_noise: "every seed; not the null run"}
 DESIGN = ("seeds", "eval_problems", "samples", "diversity_problems", "forgetting_problems")
 
 
@@ -36,15 +37,23 @@ def estimate(value, digits: int | None = None) -> str:
 def margin_word(condition) -> str:
     """The part's test and its margin, as the table says them."""
     word = MARGIN_WORDS.get(condition.test, condition.test.__name__)
+    if condition.test is beyond_noise:
+        return word
     return word.format(m=f"{condition.margin:.4g}") if condition.margin is not None else word.split(";")[0]
 
 
 def outcome_word(condition) -> str:
-    """The part's outcome; one that depends on training, over too few seeds, with what the problems say."""
+    """The part's outcome; one its interval cannot decide (too few seeds, too many undefined draws, a null run
+    that shows it too) with what the interval alone says."""
     if condition.one_seed:
         seeds = condition.value.seeds
         return (f"undecided: {seeds} seed{'s' * (seeds > 1)} (over problems only: "
                 f"{OUTCOMES[condition.measured]})")
+    if condition.undefined:
+        return (f"undecided: undefined in {condition.value.dropped:.0%} of draws (the rest: "
+                f"{OUTCOMES[condition.measured]})")
+    if condition.test is beyond_noise and condition.margin:
+        return f"undecided: the null run shows it too (ES: {OUTCOMES[every_seed(condition.value)]})"
     return OUTCOMES[condition.outcome]
 
 
@@ -63,6 +72,10 @@ def parts_section(claims: list[Claim]) -> list[str]:
                         + "; ".join(f"{item.name} {estimate(item.value, item.digits)}" for item in claim.shown)
                         + ".", ""]
     return ["## Every part of every claim", "",
+            "Each part's outcome: *holds*, *small* (real, but inside its margin), *absent* (inside the margin, "
+            "across 0), *fails* or *undecided*; how each test reads its interval and what each verdict means: "
+            "\"How the table is read\" below. `es` and `es-alpha...` are ES at its alpha and a second one; "
+            "GRPO's frontier is the best of its learning rates' paths where they reach that ES's Pass@1.", "",
             "| claim | part | estimate [95% interval] | margin | outcome |", "|---|---|---|---|---|", *rows, "",
             "| claim | verdict |", "|---|---|", *verdicts, "", *context]
 
@@ -175,7 +188,9 @@ def rules_section() -> list[str]:
         "inside the margin, is *absent* when it lies inside (-margin, margin) across 0, and fails when it is "
         "wholly on the wrong side of 0; *keeps* holds when the interval's lower end is above -margin and fails "
         "when the whole of it is below; *at least* reads the interval against a bound; *every seed* holds when "
-        "every seed shows it and fails when none does. None is decided on an interval of no spread (se 0). "
+        "every seed shows it and fails when none does (for ES's module kinds, undecided where the null run shows "
+        "it too). None is decided on an interval of no spread (se 0), on fewer seeds than the fixed minimum, or "
+        "where the statistic was undefined in more of the bootstrap's draws than the fixed share. "
         f"Margins: Pass@K and Pass@1, {TOLERANCE:g}; token entropy, {ENTROPY_MARGIN_SHARE:g} of the base model's, in "
         f"nats; catastrophic forgetting, a fall of {CATASTROPHIC_SHARE:g} of the base model's held-out Pass@K; "
         "the others as the table gives them. A claim's verdict: "

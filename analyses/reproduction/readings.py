@@ -146,6 +146,7 @@ def claim4_values(evidence: Evidence) -> dict:
          "kind_drift": {kind: (es_drift[kind], null_drift[kind]) for kind in es_drift
                         if kind not in ("total", "other") and kind in null_drift},
          "es_module_kinds": SeedCount(module_kinds_seeds(evidence.module_kinds["es"], "es")),
+         "null_module_kinds": SeedCount(module_kinds_seeds([null_drift], "es")),  # seed 0's null run
          "grpo_module_kinds": SeedCount(module_kinds_seeds(evidence.module_kinds["grpo"], "grpo"))}
     matched = evidence.matched
     if matched["updates"]:
