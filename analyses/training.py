@@ -110,9 +110,9 @@ def weights_again(folder: Path) -> bool:
     decoded, so no machine's rounding of the model enters, only torch's seeded noise). Any other run is trained
     again with no evaluation problems and no trajectory points, each update's training metrics compared with
     the run's own as it is made (CheckedFolder): the same rewards at every update and the forward pass's
-    numbers to rounding (same_training), so the same weights after the last, to rounding. False at the first
-    difference, nothing moved: train_again then trains and evaluates the run in full. Resumed if stopped
-    midway."""
+    numbers to rounding (same_training), so the same weights after the last, to rounding; an ES run so made
+    keeps its members' rewards from then on (keep_member_rewards). False at the first difference, nothing
+    moved: train_again then trains and evaluates the run in full. Resumed if stopped midway."""
     again, lines = folder / "again", training_lines(folder)
     settings = dataclasses.replace(run_settings(folder), out=str(again), eval_every=0)
     resume = setting_changed(again, settings) == "" and (again / "checkpoint.pt").exists()
@@ -137,9 +137,27 @@ def weights_again(folder: Path) -> bool:
     for stage in again.glob("stage*-*"):
         shutil.rmtree(folder / stage.name, ignore_errors=True)
         stage.rename(folder / stage.name)
+    if not replay and all(line["stage"] == "es" for line in lines):
+        keep_member_rewards(folder, training_lines(again))
     shutil.rmtree(again)
     log(f"reproduce: {folder} trained again: every update's training metrics the same, so the same weights")
     return True
+
+
+def keep_member_rewards(folder: Path, made: list[dict]):
+    """An ES run whose metrics.jsonl predates its members' rewards, trained again the same (weights_again):
+    each line gains its update's members' rewards, as made again, and nothing else changes; the next time its
+    weights are needed, they are replayed from them."""
+    rewards = {line["update"]: line["member_rewards"] for line in made}
+    lines = []
+    for text in (folder / "metrics.jsonl").read_text().splitlines():
+        line, kept = json.loads(text), {}
+        for key, value in line.items():
+            kept[key] = value
+            if key == "sequences" and "member_rewards" not in line:  # where es_step puts them
+                kept["member_rewards"] = rewards[line["update"]]
+        lines.append(json.dumps(kept) + "\n")
+    (folder / "metrics.jsonl").write_text("".join(lines))
 
 
 def training_problems(args: Args, tokenizer):  # a run's training problems, and nothing to evaluate

@@ -1,6 +1,7 @@
-"""The parts' tests and the claims' verdict words. Each part of a claim is a Condition: a test (rises, falls,
-keeps, no_gain, at_least, falls_by, every_seed) read off an interval (statistics.interval) against a margin fixed
-in advance and dated in report/PREREGISTRATION.json; a claim's verdict follows from its parts' outcomes."""
+"""The parts' tests and the claims' verdict words. Each part of a claim is a Condition: a test
+(rises, falls, keeps, no_gain, at_least, falls_by, every_seed) read off an interval
+(statistics.interval) against a margin fixed in advance and dated in report/PREREGISTRATION.json; a
+claim's verdict follows from its parts' outcomes."""
 from __future__ import annotations
 
 import dataclasses
@@ -13,22 +14,24 @@ import numpy as np
 
 from analyses.statistics import informative
 
-# Every margin a rule reads, fixed in advance and dated, with its reason and what data were known when it was
-# set: one committed file, which REPORT.md quotes (parts.preregistration_section).
+# Every margin a rule reads, fixed in advance and dated, with its reason and what data were known
+# when it was set: one committed file, which REPORT.md quotes (parts.preregistration_section).
 PREREGISTRATION = Path(__file__).resolve().parent.parent / "report" / "PREREGISTRATION.json"
 FIXED = json.loads(PREREGISTRATION.read_text())
 MARGINS = {name: entry["value"] for name, entry in FIXED["margins"].items()}
-# Pass@K and Pass@1: half the paper's smallest Pass@K effect (ES's Pass@32 gain), so that neither "keeps X"
-# (the change in X above -TOLERANCE with 95% confidence) nor "absent" hides an effect of the paper's size.
+# Pass@K and Pass@1: half the paper's smallest Pass@K effect (ES's Pass@32 gain), so that neither
+# "keeps X" (the change in X above -TOLERANCE with 95% confidence) nor "absent" hides an effect of
+# the paper's size.
 TOLERANCE = MARGINS["pass"]
 MIN_SEEDS = int(MARGINS["seeds"])  # fewer seeds decide no part that depends on training randomness
 MAX_UNDEFINED = MARGINS["undefined"]  # a larger share of undefined bootstrap draws decides nothing
 
-# A condition's outcome: True (it holds), False (it fails: the interval wholly on the wrong side), None
-# (undecided), SMALL (real, on the claimed side, but the interval wholly inside the margin) or ABSENT (the
-# claimed effect is shown absent: the interval inside (-margin, margin), across 0).
+# A condition's outcome: True (it holds), False (it fails: the interval wholly on the wrong side),
+# None (undecided), SMALL (real, on the claimed side, but the interval wholly inside the margin) or
+# ABSENT (the claimed effect is shown absent: the interval inside (-margin, margin), across 0).
 SMALL, ABSENT = "small", "absent"
-# Margins besides TOLERANCE, each in its condition's own units, dated and explained in PREREGISTRATION.
+# Margins besides TOLERANCE, each in its condition's own units, dated and explained in
+# PREREGISTRATION.
 ENTROPY_MARGIN_SHARE, CATASTROPHIC_SHARE = MARGINS["entropy"], MARGINS["catastrophic"]
 COLLAPSE, EXPLAINED_SHARE, DRIFT_RATIO = MARGINS["collapse"], MARGINS["explained"], MARGINS["drift"]
 OUTCOMES = {True: "holds", SMALL: "small", ABSENT: "absent", False: "fails", None: "undecided"}
@@ -41,9 +44,9 @@ VERDICTS = {  # each verdict word, what it means: REPORT.md's header and its tab
 
 
 def rises(ci, margin: float | None = None) -> bool | str | None:
-    """X rises: True if the interval is above 0 (SMALL if, with a margin, it is also wholly below it); False
-    if it is wholly at or below 0; ABSENT if it is inside (-margin, margin) across 0; None (undecided)
-    otherwise, and for an interval that measured no spread."""
+    """X rises: True if the interval is above 0 (SMALL if, with a margin, it is also wholly below
+    it); False if it is wholly at or below 0; ABSENT if it is inside (-margin, margin) across 0;
+    None (undecided) otherwise, and for an interval that measured no spread."""
     low, high = ci[1], ci[2]
     if not (np.isfinite(low) and np.isfinite(high) and informative(ci)):
         return None
@@ -61,15 +64,16 @@ def falls(ci, margin: float | None = None) -> bool | str | None:
 
 
 def keeps(ci, margin: float = TOLERANCE) -> bool | None:
-    """No fall of the margin's size: True if the interval's lower end is above -margin, False if all of it
-    is below (None: neither, or no spread measured)."""
+    """No fall of the margin's size: True if the interval's lower end is above -margin, False if all
+    of it is below (None: neither, or no spread measured)."""
     if not informative(ci):
         return None
     return True if ci[1] >= -margin else False if ci[2] < -margin else None
 
 
 def no_gain(ci, margin: float = TOLERANCE) -> bool | None:
-    """"X gives no benefit": True if the interval's upper end is below the margin, False if it is above 0."""
+    """"X gives no benefit": True if the interval's upper end is below the margin, False if it is
+    above 0."""
     if not informative(ci):
         return None
     return True if ci[2] < margin else False if ci[1] > 0 else None
@@ -83,8 +87,8 @@ def at_least(ci, bound: float) -> bool | None:
 
 
 def falls_by(ci, share: float) -> bool | None:
-    """A relative change (X after / X before - 1) is a fall of at least `share`: True if the whole interval is
-    at or below -share, False if the whole of it is above."""
+    """A relative change (X after / X before - 1) is a fall of at least `share`: True if the whole
+    interval is at or below -share, False if the whole of it is above."""
     return at_least((-ci[0], -ci[2], -ci[1]), share) if informative(ci) else None
 
 
@@ -103,8 +107,8 @@ def every_seed(counted, margin=None) -> bool | None:
 
 
 def beyond_noise(counted, null: float) -> bool | None:
-    """every_seed, where a run with no signal (the null ES run) could not produce it: undecided when the null
-    run shows it too (`null`: the share of null runs that do)."""
+    """every_seed, where a run with no signal (the null ES run) could not produce it: undecided when
+    the null run shows it too (`null`: the share of null runs that do)."""
     return None if null > 0 else every_seed(counted)
 
 
@@ -119,12 +123,12 @@ def verdict(*outcomes) -> str:
 
 @dataclasses.dataclass(frozen=True)
 class Condition:
-    """One scored part of a claim: `test` (rises, keeps, ...) read off the interval `value`, with a margin where
-    one applies; `effect` is the paper's effect of its kind (the power plan's target; None: the margin). Every
-    value rests on random draws the design makes once a seed (a training run, an ES population): over fewer
-    than MIN_SEEDS of them (an interval over problems only) the part is not decided, and neither is it where
-    the statistic was undefined in more than MAX_UNDEFINED of the bootstrap's draws; `measured` keeps what the
-    interval alone says."""
+    """One scored part of a claim: `test` (rises, keeps, ...) read off the interval `value`, with a
+    margin where one applies; `effect` is the paper's effect of its kind (the power plan's target;
+    None: the margin). Every value rests on random draws the design makes once a seed (a training
+    run, an ES population): over fewer than MIN_SEEDS of them (an interval over problems only) the
+    part is not decided, and neither is it where the statistic was undefined in more than
+    MAX_UNDEFINED of the bootstrap's draws; `measured` keeps what the interval alone says."""
     name: str
     test: Callable
     value: tuple
@@ -148,8 +152,9 @@ class Condition:
         return None if self.one_seed or self.undefined else self.measured
 
     def outcomes(self) -> set:
-        """Every outcome the test can give, found by trying it on intervals over a grid around 0 and the margin
-        (and on an undefined one): what the data could make of this condition, whatever they are."""
+        """Every outcome the test can give, found by trying it on intervals over a grid around 0 and
+        the margin (and on an undefined one): what the data could make of this condition, whatever
+        they are."""
         if self.test in (every_seed, beyond_noise):
             return {True, False, None}
         scale = abs(self.margin) if self.margin else 1.0
@@ -162,6 +167,7 @@ class Condition:
 
 
 def reachable(conditions: list[Condition]) -> list[str]:
-    """The verdicts a rule of these conditions can reach, in VERDICTS' order: every combination of outcomes."""
+    """The verdicts a rule of these conditions can reach, in VERDICTS' order: every combination of
+    outcomes."""
     found = {verdict(*combination) for combination in itertools.product(*(c.outcomes() for c in conditions))}
     return [word for word in VERDICTS if word in found]

@@ -526,6 +526,14 @@ def test_a_runs_lost_weights_come_back_bit_for_bit_without_its_evaluations(tmp_p
         shutil.rmtree(es / "stage1-es")
         assert training.weights_again(es) and (es / "stage1-es" / "model.safetensors").read_bytes() == trained
         assert "its ES updates replayed from their rewards" in capsys.readouterr().out
+    logged = (es / "metrics.jsonl").read_text()  # a run made before ES logged its members' rewards:
+    (es / "metrics.jsonl").write_text("".join(json.dumps({k: v for k, v in json.loads(line).items()
+                                                          if k != "member_rewards"}) + "\n"
+                                              for line in logged.splitlines()))
+    shutil.rmtree(es / "stage1-es")
+    assert training.weights_again(es) and (es / "stage1-es" / "model.safetensors").read_bytes() == trained
+    assert "training it again, unevaluated" in capsys.readouterr().out
+    assert (es / "metrics.jsonl").read_text() == logged  # the rewards kept, as they were: it replays from now on
 
 
 def test_reproduce_decodes_as_its_runs_did_and_reads_the_dtype_where_older_runs_kept_it(tmp_path):

@@ -1,8 +1,9 @@
-"""The committed reports are the code's reports (tests/conftest.py, report_copy): each is made again from its
-committed runs and saved analyses with `eval.py reproduce --saved-only`, so an analysis whose code changed since
-it was saved fails here, named, with the command that remakes it; every part of every claim comes out as the
-committed report.json says, and no part's outcome moves across 20 bootstrap seeds. The real model's report is
-checked the same way in the real-model tier (tests/test_real_model.py), where its model is."""
+"""The committed reports are the code's reports (tests/conftest.py, report_copy): each is made again
+from its committed runs and saved analyses with `eval.py reproduce --saved-only`, so an analysis
+whose code changed since it was saved fails here, named, with the command that remakes it; every
+part of every claim comes out as the committed report.json says, and no part's outcome moves across
+20 bootstrap seeds. The real model's report is checked the same way in the real-model tier
+(tests/test_real_model.py), where its model is."""
 import json
 import math
 import re
@@ -14,8 +15,8 @@ TINY: dict = {}  # the tiny report's remake, started as the session begins (conf
 
 
 def start_tiny_remake(root: Path):
-    """The tiny report remade in a process of its own while the other tests run (conftest.later: a core they
-    leave idle)."""
+    """The tiny report remade in a process of its own while the other tests run (conftest.later: a
+    core they leave idle)."""
     if not TINY:
         argv = report_copy(root, "report")
         TINY.update(root=root, done=later(lambda: command([str(ROOT / "eval.py"), *argv], root, root)))
@@ -31,8 +32,8 @@ def rounded(value):
 
 
 def same_parts(committed: dict, again: dict):
-    """Every claim's verdict and every part's value and outcome, as committed (numbers to float rounding: the
-    bootstrap's sums round otherwise on another thread count)."""
+    """Every claim's verdict and every part's value and outcome, as committed (numbers to float
+    rounding: the bootstrap's sums round otherwise on another thread count)."""
     remake = "the committed report is not what the code makes of it: remake it with its REPORT.md's command"
     assert [claim["verdict"] for claim in again["claims"]] == [claim["verdict"] for claim in committed["claims"]], \
         remake
@@ -42,13 +43,15 @@ def same_parts(committed: dict, again: dict):
 
 
 def without_timings(report: str) -> str:
-    """REPORT.md less what differs by invocation: its minutes, and the section of this invocation's wall time."""
+    """REPORT.md less what differs by invocation: its minutes, and the section of this invocation's
+    wall time."""
     report = re.sub(r"`, \d+ min on this machine", "`, N min on this machine", report)
     return re.sub(r"## Wall time of each part.*?(?=\n## )", "", report, flags=re.S)
 
 
 def same_report(committed: Path, again: Path):
-    """The remade report says what the committed one says: every part (same_parts), and REPORT.md's text."""
+    """The remade report says what the committed one says: every part (same_parts), and REPORT.md's
+    text."""
     same_parts(json.loads((committed / "report.json").read_text()), json.loads((again / "report.json").read_text()))
     assert without_timings((again / "REPORT.md").read_text()) == without_timings(
         (committed / "REPORT.md").read_text()), f"{committed / 'REPORT.md'} is not what the code writes now"

@@ -1,8 +1,8 @@
-"""The paper's six claims as records: each part of a claim as the paper states it (a Condition of verdicts.py:
-its test, its fixed margin, its outcome), read off the values readings.py takes from the evidence; the values
-shown beside them as context (Shown: in no verdict) and the parts not measured here, each with why. No
-sentence is made here: the report writer renders the records (parts.py). judge() returns a Claim per claim;
-tests/test_eval.py feeds the rules hand-made numbers."""
+"""The paper's six claims as records: each part of a claim as the paper states it (a Condition of
+verdicts.py: its test, its fixed margin, its outcome), read off the values readings.py takes from
+the evidence; the values shown beside them as context (Shown: in no verdict) and the parts not
+measured here, each with why. No sentence is made here: the report writer renders the records
+(parts.py). judge() returns a Claim per claim; tests/test_eval.py feeds the rules hand-made numbers."""
 from __future__ import annotations
 
 import dataclasses
@@ -26,8 +26,8 @@ CLAIMS = {1: "ES raises Pass@1 and keeps Pass@K; GRPO raises Pass@1 more, but it
 
 @dataclasses.dataclass(frozen=True)
 class Shown:
-    """A value shown beside a claim's scored parts, as context: in no verdict. `value`: an interval, a number
-    (shown with `digits`) or a word."""
+    """A value shown beside a claim's scored parts, as context: in no verdict. `value`: an interval,
+    a number (shown with `digits`) or a word."""
     name: str
     value: object
     digits: int = 3
@@ -35,8 +35,8 @@ class Shown:
 
 @dataclasses.dataclass(frozen=True)
 class Claim:
-    """A claim as the report states it: its values, its scored parts, what it shows beside them and the parts
-    of the paper's claim not measured here."""
+    """A claim as the report states it: its values, its scored parts, what it shows beside them and
+    the parts of the paper's claim not measured here."""
     number: int
     statement: str
     values: dict  # name -> (estimate, low, high) or a number: what the parts and the shown values read
@@ -57,12 +57,13 @@ def frontier_rates(e: dict) -> list[str]:
 
 
 def claim1(e: dict) -> Claim:
-    """Each part of claim 1 as the paper states it: ES raises Pass@1 and keeps Pass@K (no fall beyond the
-    margin); GRPO raises Pass@1 more than ES at matched sequences; GRPO's token entropy collapses (at its end,
-    a fall of at least COLLAPSE of the base's); its Pass@K falls below the base's; and ES's Pass@K lies above
-    GRPO's at matched Pass@1 (the trade-off: at each ES rate's Pass@1, above the best of GRPO's paths over every
-    learning rate, frontier_values; without those runs, GRPO's calibrated path or the models trained to ES's
-    Pass@1). Entropy at matched Pass@1 is context: shown."""
+    """Each part of claim 1 as the paper states it: ES raises Pass@1 and keeps Pass@K (no fall
+    beyond the margin); GRPO raises Pass@1 more than ES at matched sequences; GRPO's token entropy
+    collapses (at its end, a fall of at least COLLAPSE of the base's); its Pass@K falls below the
+    base's; and ES's Pass@K lies above GRPO's at matched Pass@1 (the trade-off: at each ES rate's
+    Pass@1, above the best of GRPO's paths over every learning rate, frontier_values; without those
+    runs, GRPO's calibrated path or the models trained to ES's Pass@1). Entropy at matched Pass@1 is
+    context: shown."""
     k = e["k"]
     rates = frontier_rates(e)
     passk_effect = PAPER_EFFECTS["passk_es_minus_grpo"]
@@ -119,14 +120,15 @@ def claim1_shown(e: dict, rates: list[str]) -> tuple[Shown, ...]:
 
 
 def claim2(e: dict) -> Claim:
-    """The population's coverage beyond one policy of its mean success (the JS part) must be there, read from
-    the counts alone (unbiased whatever the members' rates: tests/test_eval.py draws them from families other
-    than the rate model's); the trained ES model must have the higher Pass@K it is to explain (above GRPO's at
-    ES's Pass@1, claim 1's); and the JS part must explain it: be at least EXPLAINED_SHARE of it (the JS part
-    minus that share of the advantage above 0). The JS part is measured around the base model on one
-    population drawn: like one seed, it decides nothing alone. The formula's ratio is shown: a check of its
-    approximation. Measured at the evaluation's temperature: ES trains greedy, where a member's success on a
-    problem is 0 or 1 and JS_succ is no longer about rates."""
+    """The population's coverage beyond one policy of its mean success (the JS part) must be there,
+    read from the counts alone (unbiased whatever the members' rates: tests/test_eval.py draws them
+    from families other than the rate model's); the trained ES model must have the higher Pass@K it
+    is to explain (above GRPO's at ES's Pass@1, claim 1's); and the JS part must explain it: be at
+    least EXPLAINED_SHARE of it (the JS part minus that share of the advantage above 0). The JS part
+    is measured around the base model on one population drawn: like one seed, it decides nothing
+    alone. The formula's ratio is shown: a check of its approximation. Measured at the evaluation's
+    temperature: ES trains greedy, where a member's success on a problem is 0 or 1 and JS_succ is no
+    longer about rates."""
     k, passk_effect = e["k"], PAPER_EFFECTS["passk_es_minus_grpo"]
     conditions = (Condition("the population's JS part (coverage beyond one policy of its mean success) is there",
                             rises, e["diversity_js_gain_counts"], TOLERANCE, PAPER_EFFECTS["es_passk_change"]),
@@ -146,9 +148,9 @@ def claim2(e: dict) -> Claim:
 
 
 def claim3(e: dict) -> Claim:
-    """GRPO->ES keeps GRPO's Pass@1 (against GRPO alone at equal updates: the same total budget) and ES's Pass@K
-    (against ES alone at equal sequences), and so lies above GRPO's path: where GRPO's path reaches GRPO->ES's
-    Pass@1, GRPO->ES has the higher Pass@K."""
+    """GRPO->ES keeps GRPO's Pass@1 (against GRPO alone at equal updates: the same total budget) and
+    ES's Pass@K (against ES alone at equal sequences), and so lies above GRPO's path: where GRPO's
+    path reaches GRPO->ES's Pass@1, GRPO->ES has the higher Pass@K."""
     k = e["k"]
     conditions = (Condition("GRPO->ES keeps GRPO's Pass@1 (at equal updates)", keeps, e["grpo_es_pass1_minus_grpo"],
                             TOLERANCE),
@@ -164,14 +166,15 @@ def claim3(e: dict) -> Claim:
 
 
 def claim4(e: dict) -> Claim:
-    """ES drifts far: at least DRIFT_RATIO times GRPO's relative L2 drift, at matched Pass@1 gain where GRPO was
-    trained to it (per step the two drift as their step sizes do), else at the runs' ends. The gain lives in
-    the large coordinates: zeroing the smallest 78% keeps Pass@1 (no fall of the margin's size), and the
-    sparsified update keeps more Pass@1 than Gaussian geometry keeps of any spread-out signal
-    (gaussian_kept_share; the excess, in Pass@1), more so than the null ES runs' sparsified updates do (a run
-    per seed), and more than random masks of the same sparsity. The module kinds with the largest drift lead
-    every seed's ranking as the paper's do. A null ES run (no signal) drifts as far as ES and ranks the kinds
-    as ES does (the noise is one size on every coordinate): shown beside them."""
+    """ES drifts far: at least DRIFT_RATIO times GRPO's relative L2 drift, at matched Pass@1 gain
+    where GRPO was trained to it (per step the two drift as their step sizes do), else at the runs'
+    ends. The gain lives in the large coordinates: zeroing the smallest 78% keeps Pass@1 (no fall of
+    the margin's size), and the sparsified update keeps more Pass@1 than Gaussian geometry keeps of
+    any spread-out signal (gaussian_kept_share; the excess, in Pass@1), more so than the null ES
+    runs' sparsified updates do (a run per seed), and more than random masks of the same sparsity.
+    The module kinds with the largest drift lead every seed's ranking as the paper's do. A null ES
+    run (no signal) drifts as far as ES and ranks the kinds as ES does (the noise is one size on
+    every coordinate): shown beside them."""
     matched = "drift_ratio_matched_pass1" in e
     ratio = e["drift_ratio_matched_pass1"] if matched else e["drift_ratio"]
     where = "at matched Pass@1 gain" if matched else "at the runs' ends"
@@ -212,10 +215,10 @@ def claim4(e: dict) -> Claim:
 
 
 def claim5(e: dict) -> Claim:
-    """No catastrophic forgetting after ES: held-out Pass@K falls by less than CATASTROPHIC_SHARE of the base
-    model's after ES, and ES forgets no more than that beyond the control, the base plus signal-free noise the
-    size of ES's update (what an update of that size costs without a signal); and, as the paper saw it, held-out
-    Pass@K rose after ES and fell after GRPO."""
+    """No catastrophic forgetting after ES: held-out Pass@K falls by less than CATASTROPHIC_SHARE of
+    the base model's after ES, and ES forgets no more than that beyond the control, the base plus
+    signal-free noise the size of ES's update (what an update of that size costs without a signal);
+    and, as the paper saw it, held-out Pass@K rose after ES and fell after GRPO."""
     margin, k = e["catastrophic_margin"], e["k"]
     conditions = (Condition(f"held-out Pass@{k} after ES keeps its level (no catastrophic fall)", keeps,
                             e["es_heldout_change"], margin),
@@ -234,9 +237,9 @@ SIZES_OUT_OF_SCOPE = ("larger models need smaller populations", "out of scope at
 
 
 def claim6(e: dict) -> Claim:
-    """Z-scoring helps: at matched Pass@1, z-scored ES keeps more Pass@K than raw rewards (the raw runs' alpha
-    chosen on dev); antithetic sampling gives no Pass@1 benefit. Population against model size is out of
-    scope at this scale: the sweep is shown."""
+    """Z-scoring helps: at matched Pass@1, z-scored ES keeps more Pass@K than raw rewards (the raw
+    runs' alpha chosen on dev); antithetic sampling gives no Pass@1 benefit. Population against
+    model size is out of scope at this scale: the sweep is shown."""
     shown = []
     if "sweep_pass1_small_minus_large" in e:
         shown.append(Shown("ES populations at equal sequences, Pass@1 of the smallest minus the largest (one seed)",

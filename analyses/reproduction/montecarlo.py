@@ -1,7 +1,7 @@
-"""The bootstrap's own error, checked: every claim judged again under other bootstrap seeds (the matched
-comparisons drawn again too), so that REPORT.md can say whether any part's outcome moves with the seed, and the
-largest Monte Carlo error of a bound. A statistic affine in the means has an exact variance (statistics.
-interval) and cannot move; the others are drawn statistics.DRAWS times."""
+"""The bootstrap's own error, checked: every claim judged again under other bootstrap seeds (the
+matched comparisons drawn again too), so that REPORT.md can say whether any part's outcome moves
+with the seed, and the largest Monte Carlo error of a bound. A statistic affine in the means has an
+exact variance (statistics. interval) and cannot move; the others are drawn statistics.DRAWS times."""
 from __future__ import annotations
 
 import dataclasses
@@ -21,10 +21,10 @@ def outcomes(evidence: Evidence) -> dict[str, str]:
 
 
 def stability(evidence: Evidence, claims: list) -> dict:
-    """The report's outcomes (`claims`, bootstrap seed 0) against those of the same evidence judged under
-    bootstrap seeds 1..STABILITY_SEEDS-1 (--quick: 1): {"seeds", "changed": {part: [outcome under each seed]}
-    for any part whose outcome moved, "largest_mc_error": (part, error) of the largest Monte Carlo error of a
-    bound}."""
+    """The report's outcomes (`claims`, bootstrap seed 0) against those of the same evidence judged
+    under bootstrap seeds 1..STABILITY_SEEDS-1 (--quick: 1): {"seeds", "changed": {part: [outcome
+    under each seed]} for any part whose outcome moved, "largest_mc_error": (part, error) of the
+    largest Monte Carlo error of a bound}."""
     seeds = 2 if evidence.plan.quick else STABILITY_SEEDS
     report = {f"{claim.number}: {c.name}": OUTCOMES[c.outcome] for claim in claims for c in claim.conditions}
     seen = {part: [outcome] for part, outcome in report.items()}

@@ -1,7 +1,7 @@
-"""The claims' records rendered: REPORT.md's opening table (claim, part, estimate and interval, margin,
-outcome), each claim's verdict and what it shows beside its parts, the margins and design fixed in advance
-(verdicts.FIXED) and the bootstrap's check (montecarlo.stability); report.json's records of the same. It
-reads records; it measures nothing."""
+"""The claims' records rendered: REPORT.md's opening table (claim, part, estimate and interval,
+margin, outcome), each claim's verdict and what it shows beside its parts, the margins and design
+fixed in advance (verdicts.FIXED) and the bootstrap's check (montecarlo.stability); report.json's
+records of the same. It reads records; it measures nothing."""
 from __future__ import annotations
 
 import json
@@ -23,7 +23,8 @@ DESIGN = ("seeds", "eval_problems", "samples", "diversity_problems", "forgetting
 
 
 def estimate(value, digits: int | None = None) -> str:
-    """A part's or a shown value's estimate with its 95% interval; a count of seeds; a number; a word."""
+    """A part's or a shown value's estimate with its 95% interval; a count of seeds; a number; a
+    word."""
     if isinstance(value, SeedCount):
         return f"{value[0]} of {value[1]} seeds"
     if isinstance(value, tuple):
@@ -43,8 +44,8 @@ def margin_word(condition) -> str:
 
 
 def outcome_word(condition) -> str:
-    """The part's outcome; one its interval cannot decide (too few seeds, too many undefined draws, a null run
-    that shows it too) with what the interval alone says."""
+    """The part's outcome; one its interval cannot decide (too few seeds, too many undefined draws,
+    a null run that shows it too) with what the interval alone says."""
     if condition.one_seed:
         seeds = condition.value.seeds
         return (f"undecided: {seeds} seed{'s' * (seeds > 1)} (over problems only: "
@@ -58,7 +59,8 @@ def outcome_word(condition) -> str:
 
 
 def parts_section(claims: list[Claim]) -> list[str]:
-    """REPORT.md's opening table: every part of every claim, then each claim's verdict and what it shows."""
+    """REPORT.md's opening table: every part of every claim, then each claim's verdict and what it
+    shows."""
     rows = []
     for claim in claims:
         rows += [f"| {claim.number} | {c.name} | {estimate(c.value)} | {margin_word(c)} | {outcome_word(c)} |"
@@ -81,8 +83,8 @@ def parts_section(claims: list[Claim]) -> list[str]:
 
 
 def stability_lines(record: dict) -> list[str]:
-    """The bootstrap's check: outcomes that moved with its seed (none, if all is well) and the largest Monte
-    Carlo error of a bound."""
+    """The bootstrap's check: outcomes that moved with its seed (none, if all is well) and the
+    largest Monte Carlo error of a bound."""
     part, error = record["largest_mc_error"]
     moved = "; ".join(f"{name}: {', '.join(sorted(set(found)))}" for name, found in record["changed"].items())
     return [f"Every outcome above was found again under {record['seeds'] - 1} other bootstrap seeds: "
@@ -92,7 +94,8 @@ def stability_lines(record: dict) -> list[str]:
 
 
 def report_key(out) -> str:
-    """The report folder's name in the preregistration file (its path under the repository, else as given)."""
+    """The report folder's name in the preregistration file (its path under the repository, else as
+    given)."""
     root = PREREGISTRATION.parent.parent
     try:
         return str(out.resolve().relative_to(root))
@@ -101,8 +104,8 @@ def report_key(out) -> str:
 
 
 def preregistration_section(plan) -> list[str]:
-    """The margins and this report's design as fixed in advance (verdicts.FIXED), with when each was fixed
-    and what data were known then; this invocation's design against the fixed one."""
+    """The margins and this report's design as fixed in advance (verdicts.FIXED), with when each was
+    fixed and what data were known then; this invocation's design against the fixed one."""
     key = report_key(plan.out)
     design = FIXED["reports"].get(key)
     margins = {name: {"value": f"{entry['value']:g}", "unit": entry["unit"], "fixed": entry["fixed"],
@@ -129,10 +132,10 @@ def preregistration_section(plan) -> list[str]:
 
 
 def replicate_section(evidence) -> list[str]:
-    """The run-to-run spread this report's design names (`replicate` in PREREGISTRATION: the same settings
-    trained on another machine): each run there at its last point beside this report's run of the same
-    algorithm and rates, at its last point at or before that update. Shown, in no interval: one replicate on
-    another machine is not a second seed, and it enters no part."""
+    """The run-to-run spread this report's design names (`replicate` in PREREGISTRATION: the same
+    settings trained on another machine): each run there at its last point beside this report's run
+    of the same algorithm and rates, at its last point at or before that update. Shown, in no
+    interval: one replicate on another machine is not a second seed, and it enters no part."""
     design = FIXED["reports"].get(report_key(evidence.plan.out), {})
     folder = PREREGISTRATION.parents[1] / design.get("replicate", "")
     if not design.get("replicate") or not (folder / "report.json").is_file():
@@ -165,7 +168,8 @@ def same_rates(mine: dict, theirs: dict) -> bool:
 
 
 def claim_records(claims: list[Claim]) -> list[dict]:
-    """report.json's claims: each part with its estimate, interval, margin and outcome; what each shows."""
+    """report.json's claims: each part with its estimate, interval, margin and outcome; what each
+    shows."""
     def value(v):
         return list(v) if isinstance(v, tuple) else v
     return [{"claim": claim.number, "statement": claim.statement, "verdict": claim.verdict,
@@ -199,8 +203,8 @@ def rules_section() -> list[str]:
 
 
 def saturation_section(claims: list[Claim]) -> list[str]:
-    """Where a GRPO-trained run leaves no room for a loss of coverage (claims.ceilings), and which parts that
-    decides or leaves undecidable."""
+    """Where a GRPO-trained run leaves no room for a loss of coverage (claims.ceilings), and which
+    parts that decides or leaves undecidable."""
     record = claims[0].values.get("ceilings")
     if not record:
         return []
@@ -240,8 +244,8 @@ def saturation_section(claims: list[Claim]) -> list[str]:
 
 
 def reachable_section(claims: list[Claim]) -> list[str]:
-    """Each claim's parts with their outcome now, and the verdicts its rule can reach (verdicts.reachable:
-    every outcome each part's test gives on a grid of intervals, combined)."""
+    """Each claim's parts with their outcome now, and the verdicts its rule can reach
+    (verdicts.reachable: every outcome each part's test gives on a grid of intervals, combined)."""
     rows = [f"| {claim.number} | " + "; ".join(f"{c.name}: {OUTCOMES[c.outcome]}" for c in claim.conditions)
             + f" | {', '.join(reachable(list(claim.conditions)))} |" for claim in claims if claim.conditions]
     return ["## What each rule can reach", "",

@@ -1,5 +1,6 @@
-"""What each of the paper's claims reads off the evidence: its values, each an interval (estimate, low, high)
-with what it rests on, a count of seeds, or a number (claims.py reads its parts and shown values from them)."""
+"""What each of the paper's claims reads off the evidence: its values, each an interval (estimate,
+low, high) with what it rests on, a count of seeds, or a number (claims.py reads its parts and shown
+values from them)."""
 from __future__ import annotations
 
 import numpy as np
@@ -16,8 +17,9 @@ SATURATION = 0.95  # a Pass@1 this high leaves a model no room to show a loss of
 
 
 def versus(rows: dict, first: str, second: str, axis: str) -> dict | None:
-    """The matched comparison of `first` against `second` at matched `axis` (paths.comparisons names it after
-    the schedule that spent less), each interval oriented first minus second; None if not made."""
+    """The matched comparison of `first` against `second` at matched `axis` (paths.comparisons names
+    it after the schedule that spent less), each interval oriented first minus second; None if not
+    made."""
     for a, b, sign in ((first, second, 1), (second, first, -1)):
         row = rows.get(f"{a} vs {b}, at {a}'s {axis}")
         if row is not None:
@@ -33,9 +35,10 @@ def es_pass1_gain(evidence: Evidence) -> Interval:
 
 
 def ceilings(evidence: Evidence, k: int) -> dict:
-    """Where a GRPO-trained run (every learning rate's, and GRPO->ES) leaves no room for a loss of coverage:
-    its highest mean Pass@1 along its path and the first update where it reaches the base model's Pass@k (from
-    there its Pass@k cannot be below the base's: Pass@k >= Pass@1 on every problem) or SATURATION."""
+    """Where a GRPO-trained run (every learning rate's, and GRPO->ES) leaves no room for a loss of
+    coverage: its highest mean Pass@1 along its path and the first update where it reaches the base
+    model's Pass@k (from there its Pass@k cannot be below the base's: Pass@k >= Pass@1 on every
+    problem) or SATURATION."""
     runs = {**{name: run for name, run in evidence.frontier.items() if name.startswith("grpo")},
             **{name: evidence.runs[name] for name in ("grpo", "grpo-es") if name in evidence.runs}}
     n = evidence.runs["es"]["config"]["eval_samples"]
@@ -53,9 +56,9 @@ def ceilings(evidence: Evidence, k: int) -> dict:
 
 
 def claim1_values(evidence: Evidence) -> dict:
-    """ES against the base and GRPO: Pass@1, Pass@k and entropy at the runs' ends and where GRPO's calibrated
-    path reaches ES's Pass@1; GRPO against ES at matched sequences; where GRPO's runs saturate; with
-    claim1_matched_values' and frontier_values' (claim 1's trade-off)."""
+    """ES against the base and GRPO: Pass@1, Pass@k and entropy at the runs' ends and where GRPO's
+    calibrated path reaches ES's Pass@1; GRPO against ES at matched sequences; where GRPO's runs
+    saturate; with claim1_matched_values' and frontier_values' (claim 1's trade-off)."""
     runs, rows, k = evidence.runs, evidence.rows, evidence.plan.k
     n = runs["es"]["config"]["eval_samples"]
     base = finals_array(runs["es"]["base"], n, k)
@@ -82,15 +85,16 @@ def claim1_values(evidence: Evidence) -> dict:
 
 
 def es_passk_advantage(e: dict) -> tuple:
-    """ES's Pass@K minus GRPO's at ES's Pass@1 (claims 1 and 2): from the GRPO models trained to it where they
-    were (claim1_matched_values), else from GRPO's calibrated path."""
+    """ES's Pass@K minus GRPO's at ES's Pass@1 (claims 1 and 2): from the GRPO models trained to it
+    where they were (claim1_matched_values), else from GRPO's calibrated path."""
     return e.get("passk_es_minus_grpo_matched_models", e["passk_es_minus_grpo_at_es_pass1"])
 
 
 def claim2_values(evidence: Evidence, claim1: dict) -> dict:
-    """The ES population's coverage at the runs' sigma (diversity_row's intervals, saved with the counts), and
-    the trained ES model's Pass@K advantage over GRPO at its Pass@1, which the population's diversity is to
-    explain (claim 1's values give it), and the JS part minus EXPLAINED_SHARE of that advantage."""
+    """The ES population's coverage at the runs' sigma (diversity_row's intervals, saved with the
+    counts), and the trained ES model's Pass@K advantage over GRPO at its Pass@1, which the
+    population's diversity is to explain (claim 1's values give it), and the JS part minus
+    EXPLAINED_SHARE of that advantage."""
     diversity, k = evidence.diversity[f"sigma={evidence.plan.args.es_sigma:g}"], evidence.plan.k
     advantage = es_passk_advantage(claim1)
     js_part = saved_interval(diversity, "gain_counts")
@@ -104,12 +108,14 @@ def claim2_values(evidence: Evidence, claim1: dict) -> dict:
 
 
 def explained(js_part: Interval, advantage: Interval) -> Interval:
-    """The JS part minus EXPLAINED_SHARE of the advantage it is to explain (two measurements: claim 2's)."""
+    """The JS part minus EXPLAINED_SHARE of the advantage it is to explain (two measurements: claim
+    2's)."""
     return combined(js_part, advantage, EXPLAINED_SHARE)
 
 
 def claim3_values(evidence: Evidence) -> dict:
-    """GRPO->ES against GRPO alone (equal updates, and where GRPO's path reaches its Pass@1) and ES alone."""
+    """GRPO->ES against GRPO alone (equal updates, and where GRPO's path reaches its Pass@1) and ES
+    alone."""
     rows, k = evidence.rows, evidence.plan.k
     return {"k": k, "grpo_es_pass1_minus_grpo": rows["GRPO->ES vs GRPO, at equal updates"]["pass@1"],
             "grpo_es_passk_minus_es": rows["GRPO->ES vs ES alone, at equal sequences"][f"pass@{k}"],
@@ -118,10 +124,11 @@ def claim3_values(evidence: Evidence) -> dict:
 
 
 def claim4_values(evidence: Evidence) -> dict:
-    """Every ES seed's update at the paper's sparsity against Gaussian geometry, each seed's null run's update and
-    random masks; the drift ratios and module kinds. The excess: Pass@1 the sparsified update keeps beyond
-    Gaussian geometry's share of the whole update's change, (top - base) - g (full - base), a difference (the
-    kept share's ratio, over a null run's change near 0, has no stable interval: shown)."""
+    """Every ES seed's update at the paper's sparsity against Gaussian geometry, each seed's null
+    run's update and random masks; the drift ratios and module kinds. The excess: Pass@1 the
+    sparsified update keeps beyond Gaussian geometry's share of the whole update's change, (top -
+    base) - g (full - base), a difference (the kept share's ratio, over a null run's change near 0,
+    has no stable interval: shown)."""
     seeds, n = evidence.sparse_seeds, evidence.plan.samples
     pass1 = lambda rows: per_problem(rows, seeds["samples"], 1)  # noqa: E731  (seeds, P)
     full, top = pass1(seeds["full"]), pass1(seeds["top"])
@@ -161,7 +168,8 @@ def claim4_values(evidence: Evidence) -> dict:
 
 
 def claim5_values(evidence: Evidence) -> dict:
-    """Held-out Pass@k after ES and GRPO, and the noise control, against the base (forgetting_control)."""
+    """Held-out Pass@k after ES and GRPO, and the noise control, against the base
+    (forgetting_control)."""
     forgetting, k = evidence.forgetting, evidence.plan.k
     held = lambda name: per_problem(forgetting[name], forgetting["samples"], k)  # noqa: E731  (seeds, P)
     if not forgetting["families"]:  # every held-out family saturated: nothing to read
