@@ -15,7 +15,7 @@ Sections follow the paper (config, model, task and verifier, rollout, Pass@K, GR
 run; math-verify's time bound last). The ideas, in reading order: rollout, pass_at_k, grpo_loss,
 grpo_step, set_weights, es_update, es_step, train_schedule, run. A first reading may skip the flag
 checks (checked), load errors (load_model), the LaTeX path (math_grade, latex_compare) and the hook
-defaults (OneProcess, RunFolder, Context), which scale/ fills, each tested to give the same result.
+defaults (OneProcess, RunFolder, Context), which scale/assembly.py fills, each tested to agree.
 
 Deliberate departures from the paper (the tiny defaults unless marked; scale.train's --preset
 paper restores the paper's settings):
@@ -310,7 +310,7 @@ def plain_number(text: str) -> str:
 def math_grade(completion: str, answer: str) -> tuple[float, str]:
     """(reward, Maj@K key) of a math completion. Its final answer, the last \\boxed{...} or else the
     last number, against the reference's (after a GSM8K solution's "####"): plain numbers by value,
-    the rest by math-verify (LATEX): \\frac12 = 0.5. scale/verifier.py's grader reads prose too."""
+    the rest by math-verify (latex_compare): \\frac12 = 0.5. scale/verifier.py's reads prose too."""
     reference, mine = answer.rsplit("####", 1)[-1].strip(), boxed(completion)
     bare = not mine  # an empty \boxed{} is no answer: the plain one then
     if bare:
@@ -322,15 +322,16 @@ def math_grade(completion: str, answer: str) -> tuple[float, str]:
         return (1.0 if ours[0] == theirs[0] else 0.1), str(ours[0])
     if bare and not ours:  # a number past the parser's bounds
         return 0.1, mine
-    found, equal, key = LATEX(reference, f"${mine}$")
+    found, equal, key = latex_compare(reference, f"${mine}$")
     return (1.0 if equal else 0.1), key or "".join(mine.split())
 
 def grade(problem: dict, completion: str) -> tuple[float, str]:
-    """(reward, what Maj@K votes on): the expression for Countdown, the parsed answer for math."""
+    """(reward, what Maj@K votes on): the expression for Countdown, the parsed answer for math.
+    Context's grade hook (scale/verifier.py's grade: prose too, bounded in any thread)."""
     if problem["task"] == "countdown":
         reward = countdown_reward(completion, problem["numbers"], problem["target"])
         return reward, re.sub(r"\s", "", countdown_answer(completion))
-    return MATH(completion, problem["answer"])
+    return math_grade(completion, problem["answer"])
 
 CHAT_PROMPTS = {
     "countdown": "Using the numbers {numbers}, each exactly once, with + - * / and parentheses, "
@@ -468,8 +469,8 @@ def token_logprobs(model, roll: Rollout, temperature: float = 1.0, logits=None):
 def masked_mean(values: torch.Tensor, mask: torch.Tensor, count=None) -> torch.Tensor:
     return (values * mask).sum() / (mask.sum().clamp(min=1) if count is None else count)
 
-def score(problems: list[dict], texts: list[str]) -> torch.Tensor:  # (B,) problems[i] is texts[i]'s
-    return torch.tensor([grade(p, t)[0] for p, t in zip(problems, texts)])
+def score(run: Context, problems: list[dict], texts: list[str]) -> torch.Tensor:  # (B,) run.grade
+    return torch.tensor([run.grade(p, t)[0] for p, t in zip(problems, texts)])
 
 # ----------------------------------------------------------------------------- Pass@K
 
@@ -520,7 +521,7 @@ def sample_and_grade(run: Context, rows: list[dict], progress: bool) -> dict[str
                       disable=not (progress and run.ranks.is_main)):
         roll = run.generate(run.model, run.tokenizer, prompts[start:start + size],
                             dataclasses.replace(sampling, seed=sampling.seed + start))
-        rewards, keys = zip(*(grade(p, t) for p, t in zip(rows[start:start + size], roll.texts)))
+        rewards, keys = zip(*map(run.grade, rows[start:start + size], roll.texts))
         scored.append({"first_row": start, "rewards": list(rewards), "keys": list(keys),
                        "entropy_sums": roll.entropy.sum(1).tolist(),  # (rows,) each
                        "tokens": roll.completion_mask.sum(1).tolist()})
@@ -572,7 +573,7 @@ def grpo_step(run: Context, state: GRPOState, problems: list[dict], seed: int) -
     with torch.no_grad():
         roll = run.generate(model, run.tokenizer, [prompt_text(p, run.tokenizer) for p in group],
                             args.sampling("grpo", seed))
-        rewards = score(group, roll.texts)  # (B,)
+        rewards = score(run, group, roll.texts)  # (B,)
         advantages = group_advantages(rewards, G, args.grpo_scale_std).to(model.device)  # (B,)
         frozen = token_logprobs(state.reference, roll, temperature)[0] if args.grpo_beta else None
     model.train()
@@ -688,7 +689,7 @@ def score_members(run: Context, state: ESState, problems: list[dict], seeds: lis
     for member, member_seed in enumerate(seeds):
         set_weights(state.members, state.master, member_seed, run.args.es_sigma)
         roll = run.generate(run.model, run.tokenizer, prompts, run.args.sampling("es", seed))
-        score_member(scores, member, problems, roll)
+        score_member(run, scores, member, problems, roll)
     return scores, {}
 
 def new_scores(members: int, prompts: int) -> dict[str, torch.Tensor]:
@@ -696,8 +697,8 @@ def new_scores(members: int, prompts: int) -> dict[str, torch.Tensor]:
               for name in ("reward", "tokens", "entropy_sum")}  # (N,) each
     return scores | {"solved": torch.zeros(members, prompts, dtype=torch.float64)}  # (N, P)
 
-def score_member(scores: dict, member: int, problems: list[dict], roll: Rollout):
-    rewards = score(problems, roll.texts)  # (P,)
+def score_member(run: Context, scores: dict, member: int, problems: list[dict], roll: Rollout):
+    rewards = score(run, problems, roll.texts)  # (P,)
     scores["reward"][member], scores["tokens"][member] = float(rewards.mean()), roll.tokens
     scores["entropy_sum"][member] = float(roll.entropy.sum())
     scores["solved"][member] = rewards == 1.0
@@ -833,7 +834,7 @@ class Context:
     args: Args
     model: torch.nn.Module
     tokenizer: object
-    # run()'s hooks: each one's default is this file's form; scale/ fills them
+    # run()'s hooks: each one's default is this file's form; scale/assembly.py fills them
     generate: Callable = rollout  # or a function with its signature (scale/: chunks, vLLM)
     ranks: OneProcess = ONE_PROCESS  # how work splits over processes (scale/distributed.py)
     es_weights: Callable | None = None  # model -> where ES sets members (scale/: an engine's)
@@ -841,6 +842,7 @@ class Context:
     grpo_step: Callable = grpo_step  # scale/grpo.py: micro-batches, shared prompts, processes
     folder: RunFolder = field(default_factory=RunFolder)  # run files (scale/runs.py: --resume)
     problems: Callable = evaluation_sets  # (args, tokenizer) -> problems (scale/config.py: files)
+    grade: Callable = grade  # (problem, completion) -> (reward, key) (scale/verifier.py: bounded)
     train: list[dict] = field(default_factory=list)
     evaluation: list[dict] = field(default_factory=list)  # evaluated after each stage
     heldout: dict = field(default_factory=dict)  # task family -> problems (forgetting)
@@ -931,8 +933,8 @@ def latex_compare(reference: str, prediction: str, bounded: bool = True) -> tupl
     thread, seconds = threading.current_thread(), math.ceil(MATH_SECONDS) if bounded else None
     if bounded and thread is not threading.main_thread():
         raise RuntimeError(f"LaTeX answers are read by math-verify, bounded by a timer that works "
-                           f"on the main thread only, not in {thread.name}: install scale.verifier "
-                           "(a worker process, bounded in any thread)")
+                           f"on the main thread only, not in {thread.name}: scale.verifier.grade "
+                           "runs it in a worker process, bounded in any thread")
     logging.getLogger("math_verify").setLevel(logging.CRITICAL)  # a timeout: no answer, no line
     latex, reference = [LatexExtractionConfig(boxed_match_priority=0)], reference[:MAX_ANSWER_CHARS]
     delimited = any(mark in reference for mark in ("$", "\\boxed", "\\(", "\\["))
@@ -949,8 +951,6 @@ def latex_compare(reference: str, prediction: str, bounded: bool = True) -> tupl
         value = Fraction(int(value.p), int(value.q)) if value.is_Rational else Fraction(str(value))
     return True, bool(equal), "".join(str(value).split())
 
-LATEX = latex_compare  # the hook math_grade calls; scale.verifier.install() puts its worker here
-MATH = math_grade  # the hook grade calls; scale.verifier.install() puts its prose reader here
 
 # ----------------------------------------------------------------------------- main
 

@@ -41,7 +41,6 @@ from analyses.reproduction.trajectories import write_trajectories
 from analyses.training import SAVED_ONLY, population_sweep
 from analyses.verifier_cases import check_cases
 from analyses.weights import ZEROED, SparsityMasks, drift_analysis, sparsity_analysis
-from scale import verifier
 from scale.config import Args
 
 
@@ -241,7 +240,6 @@ COMMANDS = {"reproduce": cmd_reproduce, "sweep": cmd_sweep, "drift": cmd_drift, 
 
 
 def main(argv: list[str]):
-    verifier.install()  # math answers in a worker process, bounded in any thread (scale/verifier.py)
     command = COMMANDS.get(argv[0] if argv else "")
     return command(argv[1:]) if command else cmd_evaluate(argv)
 

@@ -1,4 +1,4 @@
-"""The paper's analyses, in layers that import one way only (tests/test_eval.py reads the imports):
+"""The paper's analyses, in layers that import one way only (tests/test_architecture.py reads the imports):
 
     eval.py (the commands)
       -> reproduction/trajectories.py (runs stopped at a deadline, read off their trajectory points: the real

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import dataclasses
 import math
+import random
 
 import numpy as np
 import torch
@@ -54,7 +55,7 @@ def population_diversity(run: Context, problems: list[dict], population: int, si
     model, tokenizer, args, seed = run.model, run.tokenizer, run.args, run.args.seed
     params = list(model.parameters())
     master = es_grpo.master_weights(params)
-    seeds = es_grpo.random.Random(seed).sample(range(2**31 - 1), population)
+    seeds = random.Random(seed).sample(range(2**31 - 1), population)
     repeated = [p for p in problems for _ in range(samples)]
     prompts = [es_grpo.prompt_text(p, tokenizer) for p in repeated]
 
@@ -62,7 +63,7 @@ def population_diversity(run: Context, problems: list[dict], population: int, si
         es_grpo.set_weights(params, master, member_seed, sigma)  # index 0: the centre; 1..N: the members
         sampling = args.sampling("eval", seed * 1_000_003 + (draw * (2 * population + 2) + index) * 7919)
         roll = run.generate(model, tokenizer, prompts, dataclasses.replace(sampling, top_p=1.0))  # as JS_pol scores
-        rewards = score(repeated, roll.texts)
+        rewards = score(run, repeated, roll.texts)
         return (rewards == 1.0).view(len(problems), samples).sum(1), roll.rows(slice(0, None, samples))
 
     centre, _ = correct(None, 0)
@@ -123,7 +124,7 @@ def posterior_diversity(member_correct: np.ndarray, samples: int, draws: int = 2
     """Per problem (P,), posterior means under member_rate_model (`draws` draws of every member's rate) of
     js_succ = h(p_bar) - mean_i h(p_i), predicted = N p_bar (1 - p_bar)^(N-1) js_succ (the paper's formula) and
     gain = (1 - p_bar)^N - prod_i (1 - p_i) (the population's Pass@N over one policy of its mean success).
-    Checked by simulation where the truth is known (tests/test_eval.py:
+    Checked by simulation where the truth is known (tests/test_diversity.py:
     test_claim2s_ratio_is_estimated_without_bias_where_counts_are_zero)."""
     member_correct = np.asarray(member_correct)
     population, problems = member_correct.shape
@@ -150,7 +151,7 @@ def mean_policy_fails(member_correct: np.ndarray, samples: int) -> np.ndarray:
     by the chance that m of its own samples, drawn without replacement, all fail, C(S - c, m) / C(S, m); the
     tuples are summed by a generating function: N! / N^N [t^N] prod_i sum_m C(S - c_i, m) / C(S, m) t^m / m!.
     (Pass@N of the pooled N x S samples draws a member twice more often than a tuple does: biased low by 2-3% of
-    the JS part in simulation, tests/test_eval.py.)"""
+    the JS part in simulation, tests/test_diversity.py.)"""
     counts = np.asarray(member_correct, dtype=int)
     population, problems = counts.shape
     draws = np.arange(population + 1)
@@ -174,7 +175,7 @@ def diversity_statistics(member_correct: np.ndarray, centre_correct: np.ndarray,
                       rate p_bar (what the formula predicts)
     ratio             (estimate, low, high): predicted / gain over problems, its 95% interval from the posterior's
                       draws (a bootstrap of the problems' posterior means covers the truth about 58% of the time in
-                      simulation, the draws about 93%: tests/test_eval.py)
+                      simulation, the draws about 93%: tests/test_diversity.py)
     js_succ_plugin    h(p_bar) - mean_i h(p_i) with p_i = c_i / S (biased up by about (1 - 1/N) / 2S, and a zero
                       count reads as a rate of 0: shown, not used)
     population_pass   Pass@N of the population, one sample per member: 1 - prod_i (1 - c_i / S), unbiased as the

@@ -7,8 +7,8 @@ import torch
 
 import es_grpo
 from es_grpo import Context, Sampling, evaluate, load_model, score
+from scale.assembly import context  # what the analyses decode, score and grade with: the runs' hooks
 from scale.config import Args, evaluation_sets
-from scale.decode import FastRollout
 
 EVAL_FLAGS = ("data", "eval_data", "task", "eval_split", "eval_problems", "heldout_problems", "eval_samples",
               "eval_temperature", "eval_top_p", "max_new_tokens", "rollout_batch", "device", "dtype", "rollout_dtype",
@@ -48,16 +48,10 @@ def put_weights(model, weights: dict[str, torch.Tensor]):
             param.copy_(weights[name])
 
 
-def context(args: Args, model, tokenizer) -> Context:
-    """What es_grpo.evaluate and the analyses decode with: the model as the runs decode it (scale.train's
-    FastRollout, in --rollout-dtype)."""
-    return Context(args, model, tokenizer, FastRollout(args.rollout_dtype))
-
-
 def greedy_accuracy(run: Context, problems: list[dict]) -> float:
     roll = run.generate(run.model, run.tokenizer, [es_grpo.prompt_text(p, run.tokenizer) for p in problems],
                         Sampling(max_new_tokens=run.args.max_new_tokens, batch_size=run.args.rollout_batch))
-    return float((score(problems, roll.texts) == 1.0).float().mean())
+    return float((score(run, problems, roll.texts) == 1.0).float().mean())
 
 
 def evaluate_model(model, tokenizer, args: Args) -> dict:

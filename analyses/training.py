@@ -16,18 +16,9 @@ import torch
 import es_grpo
 from analyses.evaluation import final, load
 from es_grpo import BadInput, log
+from scale.assembly import ScaleArgs, hooks  # a run's hooks, as python -m scale.train builds them
 from scale.config import Args, evaluation_sets, parse_args, saved_settings
-from scale.decode import FastRollout
-from scale.grpo import grpo_step
-from scale.population import PopulationScorer
-from scale.runs import ResumableFolder
-
-
-def layers(args: Args) -> dict:
-    """scale.train's layers on one process: decoding as its runs do (FastRollout, in --rollout-dtype), GRPO's
-    micro-batches, the ES population in one batch where it fits, and data files."""
-    return dict(generate=FastRollout(args.rollout_dtype), grpo_step=grpo_step, score_members=PopulationScorer("auto"),
-                problems=evaluation_sets)
+from scale.runs import ResumableFolder  # CheckedFolder is a run folder that checks what it is given
 
 
 SAVED_ONLY = contextvars.ContextVar("saved_only", default=False)  # reproduce --saved-only: train nothing
@@ -47,10 +38,9 @@ def train_run(out: Path, argv: list[str], base_from: Path | None = None) -> dict
     if SAVED_ONLY.get():
         raise BadInput(f"{out}: no finished run with these settings, and --saved-only trains nothing")
     if same and (out / "checkpoint.pt").exists():
-        return es_grpo.run(args, **layers(args), folder=ResumableFolder(resume=str(out)))
+        return es_grpo.run(args, **hooks(args, ScaleArgs(resume=str(out))))
     lent = str(base_from) if base_from and (base_from / "summary.json").exists() else ""
-    return es_grpo.run(dataclasses.replace(args, overwrite=True), **layers(args),
-                       folder=ResumableFolder(base_from=lent))
+    return es_grpo.run(dataclasses.replace(args, overwrite=True), **hooks(args, ScaleArgs(base_from=lent)))
 
 
 def keeps_settings(folder: Path, args: Args) -> bool:
@@ -122,14 +112,14 @@ def weights_again(folder: Path) -> bool:
     log(f"reproduce: {folder}'s weights are not here (not committed): "
         + (f"its ES updates replayed from their rewards in {again}" if replay else
            f"training it again, unevaluated, in {again}"))
-    hooks = layers(settings) | {"problems": training_problems} | (
+    given = hooks(settings) | {"problems": training_problems} | (
         {"score_members": RecordedRewards(lines)} if replay else {})
     checked = CheckedFolder([{key: line[key] for key in REPLAYED} if replay else line for line in lines],
                             resume=str(again) if resume else "")
     try:
         with warnings.catch_warnings():  # an evaluation of no problems: NaN, said once a stage
             warnings.simplefilter("ignore", RuntimeWarning)
-            es_grpo.run(settings, **hooks, folder=checked)
+            es_grpo.run(settings, **given | {"folder": checked})
     except TrainedOtherwise as difference:
         log(f"reproduce: {folder} trained again: {difference}; trained again in full")
         shutil.rmtree(again)
@@ -224,7 +214,7 @@ def train_again(folder: Path) -> bool:
     log(f"reproduce: {folder}'s weights are not here (not committed): training it again from its config.json")
     before = run_results(folder)
     settings = run_settings(folder)
-    es_grpo.run(settings, **layers(settings), folder=ResumableFolder())
+    es_grpo.run(settings, **hooks(settings))
     same = run_results(folder) == before
     log(f"reproduce: {folder} trained again: " + ("the same evaluations, so the same weights" if same else
         "other evaluations than before (another machine or library?): what reads it is measured again"))

@@ -179,7 +179,7 @@ def gaussian_kept_share(zeroed: float) -> float:
     alpha/N sum_n z_n eps_n). With delta_j ~ N(s_j, scale^2) and the cut at t = c x scale, to first order in s:
     E[delta_j 1{|delta_j| > t}] = s_j (2Q(c) + 2c phi(c)), 2Q(c) the share of coordinates kept. A random mask
     keeps 2Q(c); only a kept share above this one says the gain sits in the large coordinates
-    (tests/test_eval.py simulates both)."""
+    (tests/test_weights.py simulates both)."""
     kept = 1 - zeroed
     cut = NormalDist().inv_cdf(1 - kept / 2)
     return kept + 2 * cut * NormalDist().pdf(cut)

@@ -25,8 +25,11 @@ import torch
 
 import es_grpo
 from es_grpo import dataclass_parser, flag
+from scale.assembly import ScaleArgs, context
 from scale.config import Args
-from scale.grpo import grpo_step
+
+PLAIN = ScaleArgs(rollout="plain", es_batched="off")  # es_grpo.py's own rollout and member-by-member ES
+IN_ENGINE = ScaleArgs(rollout="vllm", es_batched="off")  # the engine decodes; ES members inside it
 
 
 @dataclass
@@ -107,7 +110,7 @@ def vllm_rows(check: CheckArgs, tokenizer, problems, args, device: str, make_bac
             torch.cuda.synchronize()
         member_seconds.append(time.time() - tick)
     es_grpo.set_weights(members, master)
-    step = functools.partial(es_grpo.es_step, es_grpo.Context(args, model, tokenizer, backend),
+    step = functools.partial(es_grpo.es_step, context(args, model, tokenizer, IN_ENGINE, backend),
                              es_grpo.ESState(members, master), problems)
     rows = [row("es, vLLM", params, *timed_updates("es (vLLM)", step, check.updates, device), device,
                 f"{statistics.median(member_seconds):.3f} s per member")]
@@ -115,8 +118,8 @@ def vllm_rows(check: CheckArgs, tokenizer, problems, args, device: str, make_bac
     params = list(model.parameters())
     reference = build(check, torch.float32, device).requires_grad_(False)
     optimizer = torch.optim.AdamW(params, lr=args.grpo_lr)
-    step = functools.partial(grpo_step, es_grpo.Context(args, model, tokenizer, backend),
-                             es_grpo.GRPOState(optimizer, reference), problems)
+    run = context(args, model, tokenizer, IN_ENGINE, backend)
+    step = functools.partial(run.grpo_step, run, es_grpo.GRPOState(optimizer, reference), problems)
     rows.append(row("grpo, vLLM", params, *timed_updates("grpo (vLLM)", step, check.updates, device), device))
     backend.shutdown()
     print(f"vLLM logged {warnings.count} warnings while weights were loaded into the engine ({warnings.loads} "
@@ -159,13 +162,14 @@ def main(argv=None, make_backend=None):
         params = list(model.parameters())
         if algo == "es":
             master = es_grpo.master_weights(params)
-            step = functools.partial(es_grpo.es_step, es_grpo.Context(args, model, tokenizer),
+            step = functools.partial(es_grpo.es_step, context(args, model, tokenizer, PLAIN),
                                      es_grpo.ESState(params, master), problems)
         else:
             reference = build(check, torch.float32, device).requires_grad_(False)
             optimizer = torch.optim.AdamW(params, lr=args.grpo_lr)
-            step = functools.partial(grpo_step, es_grpo.Context(args, model, tokenizer),
-                                     es_grpo.GRPOState(optimizer, reference), problems)
+            run = context(args, model, tokenizer, PLAIN)
+            step = functools.partial(run.grpo_step, run, es_grpo.GRPOState(optimizer, reference),
+                                     problems)
         rows.append(row(algo, params, *timed_updates(algo, step, check.updates, device), device))
         del model, params, step
         if device.startswith("cuda"):

@@ -48,7 +48,7 @@ def grpo_step(run: Context, state: GRPOState, problems: list[dict], seed: int) -
     with torch.no_grad():
         roll = run.generate(run.model, tokenizer, [prompt_text(p, tokenizer) for p in group],
                             args.sampling("grpo", seed), first_row=first, total_rows=total)
-        rewards = score(group, roll.texts)  # (B,)
+        rewards = score(run, group, roll.texts)  # (B,)
         advantages = group_advantages(rewards, G, args.grpo_scale_std)  # (B,)
         with precision(run):
             batch = fixed_terms(run, state, roll, advantages.to(roll.completion_ids.device))

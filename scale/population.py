@@ -56,7 +56,7 @@ class PopulationScorer:
                 roll = decode_as_is(run.generate)(run.model, run.tokenizer, prompts * len(group),
                                                   dataclasses.replace(sampling, batch_size=len(group) * P))
             for j, member in enumerate(group):
-                score_member(scores, member, problems, roll.rows(slice(j * P, (j + 1) * P)))
+                score_member(run, scores, member, problems, roll.rows(slice(j * P, (j + 1) * P)))
         return run.ranks.sum(scores), drawn  # every process has every member's scores now
 
 

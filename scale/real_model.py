@@ -68,8 +68,10 @@ def digest(path: Path) -> str:
 def convert(gguf: Path, out: Path):
     """The GGUF's model, tokenizer and chat template written to out as a transformers folder, float32."""
     from transformers import AutoModelForCausalLM, AutoTokenizer
-    es_grpo.transformers.logging.set_verbosity_error()
-    es_grpo.transformers.logging.disable_progress_bar()
+    from transformers.utils import logging
+
+    logging.set_verbosity_error()
+    logging.disable_progress_bar()
     try:  # transformers' GGUF reader shows its own progress bar (a few seconds): left as it is
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
         quantised = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name, dtype=torch.float32)

@@ -7,11 +7,13 @@
     torchrun --nproc_per_node=2 -m scale.train --algo es --steps 4    # CPU, gloo, the shipped tiny model
     torchrun --nproc_per_node=2 -m scale.train --resume runs/es-s0     # its scale flags come from the run folder
 
-All of the algorithm is es_grpo.py; this file fills its hooks: `ranks` (scale/distributed.py: process
-groups, DDP or FSDP for GRPO, weight-agreement checks), `generate` (es_grpo.rollout, or vLLM), `es_weights`
-(ES inside the vLLM engine) and `score_members` (scale/population.py: the ES population in one batch). Its
-own flags are saved in the run folder's config.json, so --resume continues with them. On one process
-(python -m scale.train, no torchrun) it is es_grpo.py with those layers. See scale/README.md.
+All of the algorithm is es_grpo.py; scale/assembly.py fills its hooks from these flags: `ranks`
+(scale/distributed.py: process groups, DDP or FSDP for GRPO, weight-agreement checks), `generate`
+(es_grpo.rollout's speed layers, or vLLM), `es_weights` (ES inside the vLLM engine), `score_members`
+(scale/population.py: the ES population in one batch) and `grade` (scale/verifier.py). This file parses
+and checks the flags and sizes the vLLM engine. Its own flags are saved in the run folder's config.json, so
+--resume continues with them. On one process (python -m scale.train, no torchrun) it is es_grpo.py with
+those layers. See scale/README.md.
 """
 from __future__ import annotations
 
@@ -19,48 +21,20 @@ import argparse
 import json
 import os
 import sys
-from dataclasses import dataclass, fields
+from dataclasses import fields
 from pathlib import Path
 
 import torch
 from transformers import AutoTokenizer
 
 import es_grpo
-from scale import memory, verifier
-from scale.decode import FastRollout, cpu_has_bfloat16
+from es_grpo import dataclass_parser
+from scale import assembly, memory
+from scale.assembly import ScaleArgs
 from scale.config import Args, evaluation_sets, own_flags, parse_args, saved_settings
+from scale.decode import cpu_has_bfloat16
 from scale.distributed import Torchrun
-from scale.grpo import grpo_step
-from scale.population import MODES, PopulationScorer
-from scale.runs import ResumableFolder
-from es_grpo import dataclass_parser, flag
 from scale.vllm_rollout import EngineSettings, VLLMRollout  # vLLM itself: only when an engine starts
-
-
-@dataclass
-class ScaleArgs:
-    """What scale/train.py adds to the flags of es_grpo.py (python es_grpo.py --help lists those)."""
-
-    resume: str = flag("", "continue the interrupted run in this folder, with its saved flags")
-    save_every: int = flag(10, "updates between checkpoints (0: only after each stage)")
-    base_from: str = flag("", "take the base model's evaluation from this run folder (its settings that reach "
-                              "evaluation must be this run's) instead of measuring it again")
-    rollout: str = flag("hf", "rollout engine: hf (es_grpo.rollout, transformers, scale/decode.py's speed layers) or "
-                              "vllm (one engine per rank)", ("hf", "vllm"))
-    vllm_memory: float = flag(0.0, "share of GPU memory vLLM may take; the rest holds the trainer (0: all that "
-                                   "the trainer leaves by scale/memory.py's arithmetic, at most 0.9)")
-    vllm_dtype: str = flag("auto", "the engine's weights (auto: --dtype for ES alone, so that members are the "
-                                   "transformers path's; bfloat16 when a GRPO stage runs)",
-                           ("auto", "float32", "bfloat16", "float16"))
-    vllm_max_len: int = flag(0, "vLLM max_model_len, prompt plus completion (0: the run's longest prompt plus "
-                                "--max-new-tokens)")
-    es_batched: str = flag("auto", "decode ES members in one batch, in the model's own dtype (HF rollout; auto: "
-                                   "if greedy, without --rollout-dtype's copy, and the weights fit in 1 GiB or half "
-                                   "the free GPU)", MODES)
-    grpo_fsdp: bool = flag(False, "shard GRPO's trained weights, gradients, AdamW states and reference over the "
-                                  "ranks (FSDP2) instead of DDP; rollouts use a whole copy")
-    check_every: int = flag(1, "updates between checks that all ranks hold identical weights (0: at stage ends)")
-    dist_timeout: int = flag(600, "seconds a rank waits for the others before it gives up")
 
 
 def saved_config(argv: list[str]) -> dict | None:
@@ -72,6 +46,11 @@ def saved_config(argv: list[str]) -> dict | None:
         return saved_settings(json.loads((Path(folder) / "config.json").read_text())) if folder else None
     except (OSError, ValueError):
         return None
+
+
+def settings_of(config: dict) -> Args:
+    """The run's settings as Args, from the flags or the saved config.json (which holds more)."""
+    return Args(**{k: v for k, v in config.items() if k in Args.__dataclass_fields__})
 
 
 def engine_length(args: Args, tokenizer) -> int:
@@ -115,7 +94,7 @@ def vllm_engine(parser, config: dict, scale: ScaleArgs, world: int) -> EngineSet
     (vLLM's CPU build) the engine's KV cache is VLLM_CPU_KVCACHE_SPACE GiB of host RAM: set here, if unset, to
     what one whole sequence needs (at least 1 GiB), and checked against the RAM available."""
     model = config["model"] or str(es_grpo.TINY_MODEL)
-    args = Args(**{k: v for k, v in config.items() if k in Args.__dataclass_fields__})
+    args = settings_of(config)
     max_len = scale.vllm_max_len or engine_length(args, AutoTokenizer.from_pretrained(model))
     dtype = engine_dtype(config, scale)
     try:
@@ -159,7 +138,7 @@ def main(argv=None, launcher=Torchrun):
         (not 0 <= scale.vllm_memory < 1, "--vllm-memory must be in [0, 1) (0: computed)"),
         (scale.es_batched == "on" and config["es_temperature"] > 0, "--es-batched on needs --es-temperature 0"),
         (scale.save_every < 0, "--save-every must not be negative"),
-        (scale.rollout == "vllm" and config["rollout_dtype"] != "model",
+        (scale.rollout != "hf" and config["rollout_dtype"] != "model",
          "--rollout-dtype is the HF path's (--rollout hf); an engine's weights: --vllm-dtype"),
         (scale.check_every < 0 or scale.dist_timeout < 1,
          "--check-every must not be negative, --dist-timeout positive"),
@@ -172,18 +151,8 @@ def main(argv=None, launcher=Torchrun):
     if low and scale.rollout == "hf" and not torch.cuda.is_available() and not cpu_has_bfloat16():
         es_grpo.log("scale.train: this CPU has no bfloat16 instructions (AVX-512 BF16, AMX): its bfloat16 "
                     "matmuls run far slower than float32's; float32 is faster here (docs/real-model.md)")
-    verifier.install()  # math answers bounded in any thread and on every rank: a worker process
-    generate = FastRollout(config["rollout_dtype"])
-    if scale.rollout == "vllm":
-        generate = VLLMRollout.launch(vllm_engine(parser, config, scale, world))
-    in_engine_es = scale.rollout == "vllm" and config["algo"] == "es"  # the model is then only saved
-    ranks = launcher(scale.grpo_fsdp, scale.check_every, scale.dist_timeout, config=vars(scale),
-                     engine=generate if scale.rollout == "vllm" else None, model_device="cpu" if in_engine_es else None)
-    es_weights = generate.es_weights if scale.rollout == "vllm" else None  # ES's members: the engine's weights
-    folder = ResumableFolder(scale.resume, scale.save_every, scale.base_from)
-    return es_grpo.run(args, generate=generate, ranks=ranks, es_weights=es_weights,
-                       score_members=PopulationScorer(scale.es_batched), grpo_step=grpo_step, folder=folder,
-                       problems=evaluation_sets)
+    engine = VLLMRollout.launch(vllm_engine(parser, config, scale, world)) if scale.rollout == "vllm" else None
+    return es_grpo.run(args, **assembly.hooks(settings_of(config), scale, engine, launcher))
 
 
 if __name__ == "__main__":

@@ -2,8 +2,9 @@
 
 es_grpo.math_grade reads a final answer where the prompt asks for it (the last \\boxed{}) or the last number.
 math_grade here reads what chat models write besides: the plain answer after all the LaTeX of a text, boxes
-joined by "and", thousands separators, decimal commas, a $ that is a dollar. install() makes it es_grpo's MATH
-hook (tests/test_verifier.py's MATH_CASES are its contract).
+joined by "and", thousands separators, decimal commas, a $ that is a dollar. grade() is es_grpo.grade with
+it: the grader scale/assembly.py gives every run, analysis and benchmark (tests/test_verifier.py's
+MATH_CASES are its contract).
 
 
 es_grpo.latex_compare calls math-verify as the field does, bounded by math-verify's own timeout, which is
@@ -11,8 +12,7 @@ signal.alarm: it works on the main thread only, and off it es_grpo refuses in on
 in a worker process that is killed past es_grpo.MATH_SECONDS, wherever the call comes from (a thread, a
 torchrun rank, a notebook's executor); the next call starts a new worker. The worker also guards
 Python's eval and exec, so that sympy's parse_expr, the one way from text to code that math-verify's LaTeX
-path still reaches, runs nothing but a literal. install() makes it es_grpo's LATEX hook; scale.train, eval.py
-and scale.bench install it.
+path still reaches, runs nothing but a literal. math_grade reads LaTeX through it unless told otherwise.
 """
 from __future__ import annotations
 
@@ -36,11 +36,20 @@ JOINER = re.compile(r"^[\s$]*$|,|;|\band\b|\\quad")  # what ties one boxed answe
 DECIMAL_COMMA = re.compile(r"-?(?:0,[0-9]+|[0-9]+,(?:[0-9]{1,2}|[0-9]{4,}))")  # 0,5 1,22 not 1,234
 
 
-def math_grade(completion: str, answer: str) -> tuple[float, str]:
+def grade(problem: dict, completion: str) -> tuple[float, str]:
+    """es_grpo.grade's contract, with math read by math_grade: Context's grade hook for scale/."""
+    if problem["task"] == "countdown":
+        return es_grpo.grade(problem, completion)
+    return math_grade(completion, problem["answer"])
+
+
+def math_grade(completion: str, answer: str, latex=None) -> tuple[float, str]:
     """(reward, Maj@K key) of a math completion, es_grpo.math_grade's contract. Its final answer: the last
     \\boxed{...} (math-verify reads several joined by "and" together), else the plain answer after all its
     LaTeX, else math-verify's last LaTeX answer. Equal to the reference (a GSM8K solution's "#### 1,234", a
-    boxed solution, a MATH-style answer) by value: \\frac12 = 0.5."""
+    boxed solution, a MATH-style answer) by value: \\frac12 = 0.5. latex: es_grpo.latex_compare's contract
+    (None: MATH_VERIFY's worker, bounded in any thread)."""
+    latex = latex or MATH_VERIFY.compare
     reference = answer.rsplit("####", 1)[-1].strip()
     theirs = plain_value(boxed(reference) if reference.count("\\boxed{") == 1 else reference)
     text = completion.rsplit("####", 1)[-1]
@@ -51,11 +60,11 @@ def math_grade(completion: str, answer: str) -> tuple[float, str]:
         mine = plain_value(span, decimal_comma=False)
         if mine is not None and theirs is not None and text.count("\\boxed{") == 1:
             return (1.0 if mine == theirs else 0.1), str(mine)
-        found, equal, key = es_grpo.LATEX(reference, joined_boxes(text))
+        found, equal, key = latex(reference, joined_boxes(text))
         return (1.0 if equal else 0.1), key or "".join(span.split())
     span = plain_answer(text)
     if span is None and LATEX_MARK.search(text[-MAX_ANSWER_CHARS:]):
-        found, equal, key = es_grpo.LATEX(reference, text[-MAX_ANSWER_CHARS:])
+        found, equal, key = latex(reference, text[-MAX_ANSWER_CHARS:])
         if found:
             return (1.0 if equal else 0.1), key
         if text.count("$") % 2:  # no LaTeX was read, and a $ without its pair is a dollar
@@ -65,8 +74,7 @@ def math_grade(completion: str, answer: str) -> tuple[float, str]:
     mine, written = plain_value(span), "".join(span.split())
     if theirs is not None:  # a number: only a plain answer of that value equals it
         return (1.0 if mine == theirs else 0.1), written if mine is None else str(mine)
-    latex = f"${span if mine is None else exact_latex(mine)}$"
-    found, equal, key = es_grpo.LATEX(reference, latex)
+    found, equal, key = latex(reference, f"${span if mine is None else exact_latex(mine)}$")
     return (1.0 if equal else 0.1), key or written
 
 
@@ -211,8 +219,3 @@ class MathVerifier:
 
 MATH_VERIFY = MathVerifier()  # started on the first LaTeX answer, one per process
 
-
-def install():
-    """es_grpo's hooks <- this file: every math answer of this process is read as chat models write it
-    (MATH), and bounded in any thread (LATEX: the worker)."""
-    es_grpo.LATEX, es_grpo.MATH = MATH_VERIFY.compare, math_grade

@@ -87,7 +87,8 @@ def fresh_tiny():
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected what will not run
 def pytest_collection_modifyitems(session, config, items):
     """tests/test_scale.py's two-rank launches start now, in the background, and so do the long commands of
-    test_eval.py, test_reports.py and test_docs.py (in `later`'s lane), if a test that reads them will run."""
+    test_reproduction.py, test_reports.py and test_docs.py (in `later`'s lane), if a test that reads them will
+    run."""
     if any({"shared", "faulty_jobs"} & set(getattr(item, "fixturenames", ())) for item in items):
         import test_scale
         test_scale.start_background(config._tmp_path_factory.mktemp("background"))
@@ -98,8 +99,8 @@ def pytest_collection_modifyitems(session, config, items):
         import test_docs
         test_docs.start_bench_child()
     if "test_quick_reproduction_report_end_to_end" in names:
-        import test_eval
-        test_eval.start_quick_reproduction(config._tmp_path_factory.mktemp("quick"))
+        import test_reproduction
+        test_reproduction.start_quick_reproduction(config._tmp_path_factory.mktemp("quick"))
     if "test_the_tiny_report_is_what_the_code_makes_of_its_runs" in names:
         import test_reports
         test_reports.start_tiny_remake(config._tmp_path_factory.mktemp("tiny"))
@@ -152,7 +153,7 @@ def es_step_recording_rewards(model, tokenizer, problems, args, seed=1, batched=
     master = es_grpo.master_weights(params)
     rewards, texts, plain_zscore, plain_score = [], [], es_grpo.zscore, es_grpo.score
     es_grpo.zscore = lambda r: (rewards.append(r.clone()), plain_zscore(r))[1]
-    es_grpo.score = lambda p, t: (texts.extend(t), plain_score(p, t))[1]
+    es_grpo.score = lambda run, p, t: (texts.extend(t), plain_score(run, p, t))[1]
     try:
         scorer = es_grpo.score_members if batched is None else PopulationScorer(batched)
         run = es_grpo.Context(args, model, tokenizer, score_members=scorer)

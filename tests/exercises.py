@@ -56,7 +56,7 @@ EXERCISES = (
               "tests/test_es.py::test_es_without_zscore_steps_along_centred_raw_rewards")),
     Exercise(6, "JS_succ, the population's verifier-projected diversity", ("js_succ",),
              ("tests/test_es.py::test_js_succ_on_hand_built_success_rates",
-              "tests/test_eval.py::test_js_pol_estimator_matches_exact_value_and_bounds_js_succ")),
+              "tests/test_diversity.py::test_js_pol_estimator_matches_exact_value_and_bounds_js_succ")),
 )
 # tests of none of the holes: the copy must still import and run the rest (data, model, decoding)
 CONTROLS = ("tests/test_data.py::test_loads_countdown_and_math_files_recognising_the_task",

@@ -216,7 +216,7 @@ def test_the_bench_starts_its_children_as_modules(monkeypatch):
     refused = in_process(bench.main, "--child", "nope", "tiny")
     assert refused.returncode == 1 and "--child: no configuration nope tiny" in refused.stderr
     child = subprocess.CompletedProcess([], refused.returncode, refused.stdout, refused.stderr)
-    monkeypatch.setattr(bench, "subprocess", SimpleNamespace(run=lambda *args, **kwargs: child))
+    monkeypatch.setattr(bench.harness, "subprocess", SimpleNamespace(run=lambda *args, **kwargs: child))
     with pytest.raises(RuntimeError, match="child nope tiny exited 1: --child: no configuration nope tiny"):
         bench.in_child("nope", "tiny")
 

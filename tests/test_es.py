@@ -138,11 +138,10 @@ def test_an_es_step_moves_the_weights_toward_the_better_member(fresh_tiny, monke
     before = master[index].clone()
     d = torch.randn(before.shape, generator=torch.Generator().manual_seed(0))
 
-    def scores(problems, texts):  # every row of the member now in the model
-        return torch.full((len(texts),), float((params[index].detach().float() - before) @ d))
-    monkeypatch.setattr(es_grpo, "score", scores)
+    def grade(problem, text):  # every row of the member now in the model: the run's grade hook
+        return float((params[index].detach().float() - before) @ d), ""
     args = es_grpo.Args(es_population=32, es_prompts=1, max_new_tokens=1, es_alpha=1e-2)
-    es_grpo.es_step(Context(args, model, tokenizer), ESState(params, master),
+    es_grpo.es_step(Context(args, model, tokenizer, grade=grade), ESState(params, master),
                     es_grpo.generate_problems("countdown", 1, seed=1), seed=3)
     step = master[index] - before
     cosine = float(step @ d / (step.norm() * d.norm()))
@@ -173,7 +172,7 @@ def test_es_without_zscore_steps_along_centred_raw_rewards(fresh_tiny, monkeypat
     master = es_grpo.master_weights(params)
     before, scored, score = [m.clone() for m in master], [], es_grpo.score
     monkeypatch.setattr(es_grpo, "zscore", lambda r: pytest.fail("--no-es-zscore must not z-score"))
-    monkeypatch.setattr(es_grpo, "score", lambda p, t: scored.append(score(p, t)) or scored[-1])
+    monkeypatch.setattr(es_grpo, "score", lambda *a: scored.append(score(*a)) or scored[-1])
     es_grpo.es_step(es_grpo.Context(args, model, tokenizer), es_grpo.ESState(params, master), problems, seed=1)
     rewards = torch.stack([member.mean() for member in scored]).float()  # (N,) one member at a time
     assert len(scored) == 4 and rewards.max() > rewards.min(), "no reward spread: pick other problems"
@@ -187,8 +186,8 @@ def test_bfloat16_weights_train_from_an_fp32_master(tmp_path, monkeypatch):
     """bfloat16 weights, an fp32 master: the update survives rounding. The members' rewards are made to differ
     (each scoring call alternates 0 and 1), so that the test does not depend on a lucky spread of rewards."""
     calls = iter(range(10**6))
-    monkeypatch.setattr(es_grpo, "score", lambda problems, texts: torch.full((len(problems),),
-                                                                               float(next(calls) % 2)))
+    monkeypatch.setattr(es_grpo, "score", lambda run, problems, texts: torch.full((len(problems),),
+                                                                                    float(next(calls) % 2)))
     out = tmp_path / "run"
     result = run_es_grpo(*SMALL_RUN, "--algo", "es", "--steps", "2", "--dtype", "bfloat16", "--es-alpha", "0.05",
                          "--out", str(out))

@@ -106,14 +106,13 @@ def test_fuzzed_latex_completions(request, monkeypatch):
     one to start (about 1 s)."""
     monkeypatch.setattr(es_grpo, "MATH_SECONDS", 0.5)
     count, rng, worst, seen, restarts = request.config.getoption("--fuzz-count") // 30, random.Random(1), 0.0, set(), 0
-    monkeypatch.setattr(es_grpo, "LATEX", verifier.MATH_VERIFY.compare)
     verifier.MATH_VERIFY.compare("1", "$1$")
     for _ in range(count):
         text = completion(rng, TAGS + LATEX_TAGS)
         reference = rng.choice(["#### 24", "7", "0.5", "\\frac{1}{2}", "2\\sqrt{3}", "\\text{(C)}", "(3,2)", "[-2,7)"])
         running = verifier.MATH_VERIFY.process is not None
         start = time.monotonic()
-        value = (math_reward if rng.random() < 0.5 else lambda *pair: math_grade(*pair)[0])(text, reference)
+        value = (math_reward if rng.random() < 0.5 else lambda *pair: verifier.math_grade(*pair)[0])(text, reference)
         seconds = time.monotonic() - start
         restarts += not running
         if running:

@@ -91,7 +91,7 @@ def test_a_grpo_step_raises_the_log_probability_of_better_completions_and_lowers
     for sign in (1, -1):
         model = copy.deepcopy(tiny[0])
         reference, recorded = copy.deepcopy(model), []
-        monkeypatch.setattr(es_grpo, "score", lambda p, t, sign=sign: sign * score(p, t))
+        monkeypatch.setattr(es_grpo, "score", lambda *a, sign=sign: sign * score(*a))
 
         def recording(*a, **k):  # es_grpo.rollout, keeping what the step trains on
             recorded.append(es_grpo.rollout(*a, **k))
@@ -100,7 +100,7 @@ def test_a_grpo_step_raises_the_log_probability_of_better_completions_and_lowers
         run = Context(args, model, tiny[1], generate=recording)
         es_grpo.grpo_step(run, GRPOState(optimizer, reference), problems, seed=1)
         roll = recorded[0]
-        advantages = es_grpo.group_advantages(sign * score(group, roll.texts), 8)  # (B,)
+        advantages = es_grpo.group_advantages(sign * score(run, group, roll.texts), 8)  # (B,)
         with torch.no_grad():
             before, after = (es_grpo.token_logprobs(net, roll, 1.0)[0] for net in (reference, model))  # (B, T)
         gain = ((after - before) * roll.completion_mask).sum(1)  # (B,)

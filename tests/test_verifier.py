@@ -99,7 +99,8 @@ MATH_CASES = [
 
 @pytest.mark.parametrize("completion, answer, expected", MATH_CASES)
 def test_math_reward(completion, answer, expected):
-    """scale/verifier.py's grader, which scale.train and eval.py install: answers as chat models write them."""
+    """scale/verifier.py's grader, which every run scale/assembly.py builds grades with: answers as chat
+    models write them."""
     assert math_reward(completion, answer) == expected
 
 
@@ -135,25 +136,26 @@ def test_the_full_grader_agrees_where_the_reference_reads_an_answer(completion, 
     assert math_reward(completion, answer) == expected
 
 
-def test_the_reference_and_the_worker_grade_every_math_case_alike(monkeypatch):
-    """es_grpo.py's own LATEX (math-verify under its timer) and scale/verifier.py's worker give every case of
-    this file the same reward and the same Maj@K key, under either grader."""
-    graded = {}
-    for name, latex in (("es_grpo", es_grpo.latex_compare), ("worker", verifier.MATH_VERIFY.compare)):
-        monkeypatch.setattr(es_grpo, "LATEX", latex)
-        graded[name] = [grader(completion, answer) for grader in (es_grpo.math_grade, verifier.math_grade)
-                        for completion, answer, *_ in MATH_CASES + REFERENCE_CASES]
+def test_the_reference_and_the_worker_grade_every_math_case_alike():
+    """es_grpo.py's own latex_compare (math-verify under its timer) and scale/verifier.py's worker give every
+    case of this file the same reward and the same Maj@K key through the full grader."""
+    cases = MATH_CASES + REFERENCE_CASES
+    graded = {name: [verifier.math_grade(completion, answer, latex) for completion, answer, *_ in cases]
+              for name, latex in (("es_grpo", es_grpo.latex_compare), ("worker", verifier.MATH_VERIFY.compare))}
     assert graded["es_grpo"] == graded["worker"]
 
 
-def test_install_puts_the_worker_and_the_full_grader_behind_es_grpos_hooks(monkeypatch):
-    monkeypatch.setattr(es_grpo, "LATEX", es_grpo.latex_compare)
-    monkeypatch.setattr(es_grpo, "MATH", es_grpo.math_grade)
+def test_the_assembly_gives_every_run_the_full_grader_and_es_grpo_keeps_its_own():
+    """The grader is a Context hook: es_grpo.py's own (the reference) where it runs alone, scale/verifier.py's
+    (prose read, bounded in any thread) in every Context scale/assembly.py builds; no global is swapped."""
+    from scale import assembly
+    from scale.config import Args
     problem = {"task": "math", "answer": "12000023"}
     prose = "The final answer is 12,000,023. I hope it is correct."
-    assert es_grpo.grade(problem, prose)[0] == 0.0  # the reference declines a number inside 12,000,023
-    verifier.install()
-    assert es_grpo.LATEX == verifier.MATH_VERIFY.compare and es_grpo.grade(problem, prose)[0] == 1.0
+    alone, assembled = es_grpo.Context(Args(), None, None), assembly.context(Args(), None, None)
+    assert alone.grade is es_grpo.grade and alone.grade(problem, prose)[0] == 0.0  # declines 12,000,023
+    assert assembled.grade is verifier.grade and assembled.grade(problem, prose)[0] == 1.0
+    assert es_grpo.grade(problem, prose)[0] == 0.0  # nothing of es_grpo changed by building the assembly
 
 
 def test_majority_votes_on_the_parsed_answer():
@@ -257,35 +259,34 @@ HOSTILE_MATH = {  # LaTeX answers that are slow or huge to read: each is killed 
 
 
 @pytest.fixture(params=["es_grpo", "worker"])
-def bounded(request, monkeypatch) -> float:
-    """math_grade's LATEX hook as es_grpo.py leaves it (math-verify as the field calls it, each call under its
-    own SIGALRM timer of MATH_SECONDS, whole seconds: here 1) and as scale/verifier.py installs it (a worker
-    process killed past MATH_SECONDS, here 0.3 s; started here: its start is not an answer's); the bound on
-    one answer: two timed calls (the answer's parse and verify; the reference's is short) or the kill."""
+def bounded(request, monkeypatch) -> tuple:
+    """The LaTeX reader math_grade is given, and its bound: es_grpo.py's latex_compare (math-verify as the
+    field calls it, each call under its own SIGALRM timer of MATH_SECONDS, whole seconds: here 1) or
+    scale/verifier.py's worker (a process killed past MATH_SECONDS, here 0.3 s; started here: its start is
+    not an answer's); the bound on one answer: two timed calls (the answer's parse and verify; the
+    reference's is short) or the kill."""
     if request.param == "worker":
         monkeypatch.setattr(es_grpo, "MATH_SECONDS", 0.3)
         verifier.MATH_VERIFY.compare("1", "$1$")
-        monkeypatch.setattr(es_grpo, "LATEX", verifier.MATH_VERIFY.compare)
-        return 0.3
+        return verifier.MATH_VERIFY.compare, 0.3
     monkeypatch.setattr(es_grpo, "MATH_SECONDS", 1)
-    monkeypatch.setattr(es_grpo, "LATEX", es_grpo.latex_compare)
-    return 2.0
+    return es_grpo.latex_compare, 2.0
 
 
 @pytest.mark.parametrize("name", HOSTILE_MATH)
 def test_hostile_math_answers_end_within_the_bound(name, bounded):
     """Every call returns a reward within its bound (see bounded) of wall time, whatever the LaTeX."""
+    latex, bound = bounded
     start = time.monotonic()
-    reward = math_reward(HOSTILE_MATH[name], "6")
+    reward = verifier.math_grade(HOSTILE_MATH[name], "6", latex)[0]
     elapsed = time.monotonic() - start
-    assert reward in (0.0, 0.1, 1.0) and elapsed < bounded + 0.3, f"{elapsed:.2f} s"
+    assert reward in (0.0, 0.1, 1.0) and elapsed < bound + 0.3, f"{elapsed:.2f} s"
 
 
 def test_off_the_main_thread_es_grpo_refuses_and_the_worker_is_bounded(monkeypatch):
-    """math-verify's timer (SIGALRM) reaches the main thread only: es_grpo.py's own LATEX refuses at once in a
-    thread, in one line naming it and scale.verifier; the worker's kill bounds the call there."""
+    """math-verify's timer (SIGALRM) reaches the main thread only: es_grpo.py's own latex_compare refuses at
+    once in a thread, in one line naming it and scale.verifier; the worker's kill bounds the call there."""
     monkeypatch.setattr(es_grpo, "MATH_SECONDS", 0.3)
-    monkeypatch.setattr(es_grpo, "LATEX", es_grpo.latex_compare)
     said = []
 
     def in_thread():
@@ -300,7 +301,6 @@ def test_off_the_main_thread_es_grpo_refuses_and_the_worker_is_bounded(monkeypat
     assert time.monotonic() - start < 0.3 and len(said) == 1 and "\n" not in said[0]
     assert "not in scorer-1" in said[0] and "scale.verifier" in said[0]
     verifier.MATH_VERIFY.compare("1", "$1$")  # a started worker: its start is not this answer's
-    monkeypatch.setattr(es_grpo, "LATEX", verifier.MATH_VERIFY.compare)
     rewards = []
     thread = threading.Thread(target=lambda: rewards.append(math_reward(HOSTILE_MATH["tower"], "1")))
     start = time.monotonic()

@@ -2,7 +2,7 @@
 verdicts.py: its test, its fixed margin, its outcome), read off the values readings.py takes from
 the evidence; the values shown beside them as context (Shown: in no verdict) and the parts not
 measured here, each with why. No sentence is made here: the report writer renders the records
-(parts.py). judge() returns a Claim per claim; tests/test_eval.py feeds the rules hand-made numbers."""
+(parts.py). judge() returns a Claim per claim; tests/test_verdicts.py feeds the rules hand-made numbers."""
 from __future__ import annotations
 
 import dataclasses
@@ -121,7 +121,7 @@ def claim1_shown(e: dict, rates: list[str]) -> tuple[Shown, ...]:
 
 def claim2(e: dict) -> Claim:
     """The population's coverage beyond one policy of its mean success (the JS part) must be there,
-    read from the counts alone (unbiased whatever the members' rates: tests/test_eval.py draws them
+    read from the counts alone (unbiased whatever the members' rates: tests/test_diversity.py draws them
     from families other than the rate model's); the trained ES model must have the higher Pass@K it
     is to explain (above GRPO's at ES's Pass@1, claim 1's); and the JS part must explain it: be at
     least EXPLAINED_SHARE of it (the JS part minus that share of the advantage above 0). The JS part

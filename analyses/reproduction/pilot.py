@@ -27,9 +27,6 @@ from analyses.statistics import PAPER_EFFECTS
 from analyses.verdicts import CATASTROPHIC_SHARE, ENTROPY_MARGIN_SHARE
 from es_grpo import Context, ESState, GRPOState, master_weights, pass_at_k
 from scale.config import Args
-from scale.decode import FastRollout
-from scale.grpo import grpo_step
-from scale.population import PopulationScorer
 
 Z_POWER = 1.960 + 0.842  # a two-sided 5% test with 80% power, normal quantiles (many problems)
 
@@ -88,13 +85,13 @@ def measure_updates(args: Args, task: str) -> dict:
     seconds = {}
     params = list(model.parameters())
     es = ESState(params, master_weights(params))
-    es_run = Context(args, model, tokenizer, FastRollout(args.rollout_dtype), score_members=PopulationScorer("auto"))
+    es_run = context(args, model, tokenizer)
     trainer = copy.deepcopy(model).train()
     grpo = GRPOState(torch.optim.AdamW(trainer.parameters(), lr=args.grpo_lr, weight_decay=0.0),
                      copy.deepcopy(model).requires_grad_(False))
     grpo_run = context(args, trainer, tokenizer)
     for name, step in (("es_update", lambda i: es_grpo.es_step(es_run, es, train[:args.es_prompts], i)),
-                       ("grpo_step", lambda i: grpo_step(grpo_run, grpo, train[:args.grpo_prompts], i))):
+                       ("grpo_step", lambda i: grpo_run.grpo_step(grpo_run, grpo, train[:args.grpo_prompts], i))):
         tick = time.time()
         step(0)
         seconds[name] = time.time() - tick

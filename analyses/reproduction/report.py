@@ -212,7 +212,7 @@ def diversity_section(evidence: Evidence) -> list[str]:
         "`gain_counts`, that gain from the counts alone (the population's Pass@N from each member's count, the "
         "mean policy's by `mean_policy_fails`), unbiased whatever the members' rates: simulated from logit-normal "
         "members and from a mixture of two betas at the spread fitted at sigma = 1e-2, it lands within its "
-        "standard error of the truth (tests/test_eval.py). `js_succ`, `predicted` and `gain` are posterior means "
+        "standard error of the truth (tests/test_diversity.py). `js_succ`, `predicted` and `gain` are posterior means "
         "under a hierarchical model of the members' success rates (`member_rate_model`: a zero count reads as a "
         "small rate, not 0), unbiased on its own family but not on others (on the same simulations its `gain` "
         "came out 0.81x and 1.42x the truth: report/NOTES.md); their ratio checks the formula's approximation, "
