@@ -1,21 +1,23 @@
-"""Evaluation and the paper's analyses on top of es_grpo.py: the measurements, the claims and the report writer
-are the package analyses/ (its docstring maps each claim to its code). Here: the commands and their flags.
+"""Evaluation and the paper's analyses on top of es_grpo.py: the measurements, the claims and the
+report writer are the package analyses/ (its docstring maps each claim to its code). Here: the
+commands and their flags (reproduce's: analyses/reproduction/plan.py).
 
-    python eval.py MODEL [MODEL ...] --out evals/          # Pass@K curves, Maj@K, greedy accuracy, entropy, held-out
-    python eval.py drift BASE TRAINED [TRAINED ...] --out evals/drift     # relative L2 drift per module kind
-    python eval.py sparsity BASE TRAINED --out evals/sparsity            # zero |delta| <= tau: what Pass@K is kept
-    python eval.py diversity MODEL --population 8 --sigma 1e-2          # JS_succ, JS_pol, coverage of an ES population
-    python eval.py forgetting BEFORE AFTER [AFTER ...]                   # held-out task Pass@K deltas
-    python eval.py curves RUN [RUN ...]                                  # training curves from metrics.jsonl
-    python eval.py sweep --populations 8,16,32 --sequences 51200         # ES population sizes at equal sequences
-    python eval.py reproduce --out report [--quick]                      # every experiment, REPORT.md with verdicts
-    python eval.py verifier Math-Verify/tests                            # the math reward on math-verify's cases
-    python eval.py pilot --model MODEL --eval-split dev --out report/real  # a real model's power plan: POWER.md
-    python eval.py trajectories RUN [RUN ...] --base BASE/pass_at_k.json  # stopped runs as paths: claim 1, REPORT.md
+    python eval.py MODEL [MODEL ...] --out evals/         # Pass@K, Maj@K, greedy, entropy, held-out
+    python eval.py drift BASE TRAINED [TRAINED ...] --out evals/drift  # relative L2 drift per kind
+    python eval.py sparsity BASE TRAINED --out evals/sparsity  # zero |delta| <= tau: Pass@K kept
+    python eval.py diversity MODEL --population 8 --sigma 1e-2  # JS_succ, JS_pol, coverage
+    python eval.py forgetting BEFORE AFTER [AFTER ...]    # held-out task Pass@K deltas
+    python eval.py curves RUN [RUN ...]                   # training curves from metrics.jsonl
+    python eval.py sweep --populations 8,16,32 --sequences 51200  # ES populations, equal sequences
+    python eval.py reproduce --out report [--quick]       # every experiment, REPORT.md, verdicts
+    python eval.py verifier Math-Verify/tests             # the math reward on math-verify's cases
+    python eval.py pilot --model MODEL --eval-split dev --out report/real  # a real model's POWER.md
+    python eval.py trajectories RUN [RUN ...] --base BASE/pass_at_k.json  # stopped runs: claim 1
 
-MODEL is a folder (e.g. runs/es-s0/stage1-es) or a hub id; "" or "tiny" is the shipped tiny model. Evaluation
-uses es_grpo's held-out problems (the `test` split unless --eval-split dev), never training ones. Each command
-writes JSON, a markdown table and a PNG to --out. `reproduce` scores every part of every claim: report/REPORT.md.
+MODEL is a folder (e.g. runs/es-s0/stage1-es) or a hub id; "" or "tiny" is the shipped tiny model.
+Evaluation uses es_grpo's held-out problems (the `test` split unless --eval-split dev), never
+training ones. Each command writes JSON, a markdown table and a PNG to --out. `reproduce` scores
+every part of every claim: report/REPORT.md.
 """
 from __future__ import annotations
 
@@ -34,8 +36,8 @@ from analyses.reproduction.claims import judge
 from analyses.reproduction.evidence import gather
 from analyses.reproduction.montecarlo import stability
 from analyses.reproduction.pilot import power_plan
-from analyses.reproduction.plan import FRONTIER_ALPHAS, FRONTIER_LRS, REPRODUCE_PARTS, Stopwatch, plan_of, \
-    planned_runs, train_schedules
+from analyses.reproduction.plan import (REPRODUCE_PARTS, Stopwatch, plan_of, planned_runs,
+                                        reproduce_parser, train_schedules)
 from analyses.reproduction.report import write_report
 from analyses.reproduction.trajectories import write_trajectories
 from analyses.training import SAVED_ONLY, population_sweep
@@ -45,10 +47,12 @@ from scale.config import Args
 
 
 def parser_for(command: str) -> argparse.ArgumentParser:
-    """The evaluation flags of a run (scale/config.py's Args: names, defaults, help), plus the command's own."""
+    """The evaluation flags of a run (scale/config.py's Args: names, defaults, help), plus the
+    command's own."""
     parser = es_grpo.dataclass_parser(Args, f"eval.py {command}".strip(), __doc__, only=EVAL_FLAGS,
                                       formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--out", default="evals", help="folder for the JSON, markdown and PNG outputs")
+    parser.add_argument("--out", default="evals",
+                        help="folder for the JSON, markdown and PNG outputs")
     return parser
 
 
@@ -61,7 +65,8 @@ def eval_args(namespace) -> Args:
 
 def cmd_evaluate(argv):
     parser = parser_for("")
-    parser.add_argument("models", nargs="+", help="model folders or hub ids ('tiny': the shipped model)")
+    parser.add_argument("models", nargs="+",
+                        help="model folders or hub ids ('tiny': the shipped model)")
     namespace = parser.parse_args(argv)
     args = eval_args(namespace)
     results = {name: evaluate_model(*load(name, args), args) for name in namespace.models}
@@ -72,7 +77,8 @@ def cmd_evaluate(argv):
 def cmd_drift(argv):
     parser = parser_for("drift")
     parser.add_argument("base", help="the model before training")
-    parser.add_argument("trained", nargs="+", help="trained models (e.g. an ES and a GRPO checkpoint)")
+    parser.add_argument("trained", nargs="+",
+                        help="trained models (e.g. an ES and a GRPO checkpoint)")
     namespace = parser.parse_args(argv)
     data = drift_analysis(namespace.base, namespace.trained, eval_args(namespace))
     figures.write_drift(Path(namespace.out), data)
@@ -84,16 +90,19 @@ def cmd_sparsity(argv):
     parser.add_argument("base", help="the model before training")
     parser.add_argument("trained", help="the trained model whose update is sparsified")
     parser.add_argument("--zeroed", default=",".join(map(str, ZEROED)),
-                        help="comma-separated fractions of the update's coordinates to zero, smallest |delta| "
-                             "first (the paper: about 0.78 keeps Pass@1)")
-    parser.add_argument("--taus", default="", help="comma-separated thresholds tau instead (zero |delta| <= tau)")
-    parser.add_argument("--null", default="", help="a null ES run's model (es_grpo.py --es-null): its update, "
-                        "sparsified the same way, is the second control")
+                        help="comma-separated fractions of the update's coordinates to zero, "
+                             "smallest |delta| first (the paper: about 0.78 keeps Pass@1)")
+    parser.add_argument("--taus", default="",
+                        help="comma-separated thresholds tau instead (zero |delta| <= tau)")
+    parser.add_argument("--null", default="",
+                        help="a null ES run's model (es_grpo.py --es-null): its update, "
+                             "sparsified the same way, is the second control")
     namespace = parser.parse_args(argv)
     try:
         values = [float(t) for t in (namespace.taus or namespace.zeroed).split(",")]
     except ValueError:
-        parser.error(f"--taus / --zeroed: not a list of numbers: {namespace.taus or namespace.zeroed!r}")
+        parser.error(f"--taus / --zeroed: not a list of numbers: "
+                     f"{namespace.taus or namespace.zeroed!r}")
     masks = SparsityMasks(values, by_tau=bool(namespace.taus), null=namespace.null)
     data = sparsity_analysis(namespace.base, namespace.trained, masks, eval_args(namespace))
     figures.write_sparsity(Path(namespace.out), data)
@@ -105,14 +114,19 @@ def cmd_diversity(argv):
     parser.add_argument("model", help="the centre model")
     parser.add_argument("--population", type=int, default=8, help="ES population N")
     parser.add_argument("--sigma", type=float, default=Args.es_sigma, help="ES noise scale")
-    parser.add_argument("--sigmas", default="", help="comma-separated sigmas to sweep (overrides --sigma)")
-    parser.add_argument("--samples", type=int, default=64, help="samples per problem, member and centre (>= N)")
+    parser.add_argument("--sigmas", default="",
+                        help="comma-separated sigmas to sweep (overrides --sigma)")
+    parser.add_argument("--samples", type=int, default=64,
+                        help="samples per problem, member and centre (>= N)")
     namespace = parser.parse_args(argv)
     args = eval_args(namespace)
     if not 2 <= namespace.population <= namespace.samples:
-        parser.error("--population must be at least 2 and --samples at least --population (the centre's Pass@N)")
-    sigmas = [float(x) for x in namespace.sigmas.split(",")] if namespace.sigmas else [namespace.sigma]
-    rows = diversity_analysis(namespace.model, Population(namespace.population, sigmas, namespace.samples), args)
+        parser.error("--population must be at least 2 and --samples at least --population (the "
+                     "centre's Pass@N)")
+    sigmas = ([float(x) for x in namespace.sigmas.split(",")] if namespace.sigmas
+              else [namespace.sigma])
+    rows = diversity_analysis(namespace.model,
+                              Population(namespace.population, sigmas, namespace.samples), args)
     figures.write_diversity(Path(namespace.out), namespace.model, rows)
     return rows
 
@@ -128,7 +142,8 @@ def cmd_forgetting(argv):
 
 
 def cmd_curves(argv):
-    parser = argparse.ArgumentParser(prog="eval.py curves", description="training curves of run folders")
+    parser = argparse.ArgumentParser(prog="eval.py curves",
+                                     description="training curves of run folders")
     parser.add_argument("runs", nargs="+", help="run folders written by es_grpo.py")
     parser.add_argument("--out", default="evals", help="output folder")
     namespace = parser.parse_args(argv)
@@ -138,52 +153,21 @@ def cmd_curves(argv):
 
 
 def cmd_sweep(argv):
-    parser = argparse.ArgumentParser(prog="eval.py sweep", description="ES population sizes at equal sequences")
-    parser.add_argument("--populations", default="8,16,32", help="comma-separated population sizes N")
-    parser.add_argument("--sequences", type=int, default=32 * 64 * 25, help="sequences each ES run may generate")
-    parser.add_argument("--prompts", type=int, default=Args.es_prompts, help="prompts per member and iteration")
+    parser = argparse.ArgumentParser(prog="eval.py sweep",
+                                     description="ES population sizes at equal sequences")
+    parser.add_argument("--populations", default="8,16,32",
+                        help="comma-separated population sizes N")
+    parser.add_argument("--sequences", type=int, default=32 * 64 * 25,
+                        help="sequences each ES run may generate")
+    parser.add_argument("--prompts", type=int, default=Args.es_prompts,
+                        help="prompts per member and iteration")
     parser.add_argument("--out", default="evals", help="output folder (runs go to OUT/runs)")
     namespace, run_flags = parser.parse_known_args(argv)  # other flags go to es_grpo.py
     populations = [int(n) for n in namespace.populations.split(",")]
-    rows = population_sweep(Path(namespace.out) / "runs", run_flags, populations, namespace.sequences,
-                            namespace.prompts)
+    rows = population_sweep(Path(namespace.out) / "runs", run_flags, populations,
+                            namespace.sequences, namespace.prompts)
     figures.write_sweep(Path(namespace.out), rows, run_flags, namespace.sequences)
     return rows
-
-
-def reproduce_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="eval.py reproduce", description="the paper's experiment set, REPORT.md with a verdict per claim",
-        epilog="Any other flag goes to every es_grpo.py run (e.g. --preset paper --model Qwen/Qwen2.5-1.5B-Instruct "
-               "--data train.jsonl --eval-data test.jsonl --device cuda). Finished runs with the same settings "
-               "in OUT/runs are reused, interrupted ones resumed.")
-    parser.add_argument("--out", default="report", help="report folder (runs, analyses, REPORT.md)")
-    parser.add_argument("--quick", action="store_true", help="one seed and tiny budgets (the test suite's)")
-    parser.add_argument("--seeds", default="", help="comma-separated seeds (default 0,1,2,3,4; --quick: 0)")
-    parser.add_argument("--steps", type=int, default=0,
-                        help="updates of the two-stage schedules; the others follow (default 100; --quick: 4)")
-    parser.add_argument("--samples", type=int, default=0, help="samples per problem at each stage's end: Pass@K "
-                        "curves up to K = samples (default 64; --quick: 16)")
-    parser.add_argument("--diversity-problems", type=int, default=100, help="problems of the claim-2 measurement")
-    parser.add_argument("--diversity-samples", type=int, default=32, help="samples a problem, member and centre (>= N)")
-    parser.add_argument("--forgetting-problems", type=int, default=200, help="claim 5's held-out problems a family")
-    parser.add_argument("--parts", default="claims,claim6", help="comma-separated: claims (the runs of claims "
-                        "1-5, claim 1's frontier and the analyses: always), es-grpo (the reverse schedule, ES then "
-                        "GRPO, seed 0; in no verdict), claim6 (ES with raw rewards, alpha chosen on dev, and with "
-                        "antithetic sampling, each seed), paper-steps (GRPO at the learning rate that gives the "
-                        "paper's per-step ES/GRPO ratio, each seed), sizes (two more model sizes pretrained like the "
-                        "shipped one, each with the population sweep), untied (the shipped model pretrained again "
-                        "with its own LM head, then trained by ES and GRPO, seed 0: drift per module kind). A part "
-                        "not asked for is still reported if OUT holds its runs; report/NOTES.md gives each part's "
-                        "minutes. Default: claims,claim6 (every verdict's runs). --plan lists the claims runs only")
-    parser.add_argument("--frontier-lrs", default=FRONTIER_LRS, help="claim 1's frontier: GRPO's other learning "
-                        "rates, comma-separated RATE[:UPDATES] (UPDATES: GRPO's own if not given, and with --quick)")
-    parser.add_argument("--frontier-alphas", default=FRONTIER_ALPHAS, help="ES's other alphas, the same way ('': none)")
-    parser.add_argument("--plan", action="store_true", help="print each run's flags and exit: to launch them with "
-                        "torchrun -m scale.train into OUT/runs, where this command then finds and reuses them")
-    parser.add_argument("--saved-only", action="store_true", help="REPORT.md from the runs and analyses saved in "
-                        "OUT, nothing trained or measured: a run or an analysis not saved as the code makes it: exit 2")
-    return parser
 
 
 def cmd_reproduce(argv):
@@ -193,8 +177,10 @@ def cmd_reproduce(argv):
     if set(namespace.parts.split(",")) - set(REPRODUCE_PARTS):
         parser.error(f"--parts {namespace.parts}: the parts are {', '.join(REPRODUCE_PARTS)}")
     plan = plan_of(namespace, run_flags, argv)
-    if namespace.plan:  # every claims run's flags, to launch with torchrun -m scale.train into OUT/runs
-        print(*(" ".join([*run_argv, "--out", str(folder)]) for folder, run_argv, _ in planned_runs(plan)), sep="\n")
+    # every claims run's flags, to launch with torchrun -m scale.train into OUT/runs
+    if namespace.plan:
+        print(*(" ".join([*run_argv, "--out", str(folder)]) for folder, run_argv,
+                _ in planned_runs(plan)), sep="\n")
         return []
     clock, saving = Stopwatch(), SAVED_ONLY.set(plan.saved_only)
     with clock("claims: the schedule runs"):
@@ -208,10 +194,12 @@ def cmd_reproduce(argv):
 
 def cmd_pilot(argv):
     parser = parser_for("pilot")
-    parser.description = "the real model's power plan: the base model on dev problems (analyses/reproduction/pilot.py)"
+    parser.description = ("the real model's power plan: the base model on dev problems "
+                          "(analyses/reproduction/pilot.py)")
     parser.add_argument("--model", default="", help="model folder or hub id")
     parser.add_argument("--heldout", default="word", help="the held-out family")
-    parser.add_argument("--quick", action="store_true", help="updates of 2 x 2 rows (the suite's), not the plan's")
+    parser.add_argument("--quick", action="store_true",
+                        help="updates of 2 x 2 rows (the suite's), not the plan's")
     namespace = parser.parse_args(argv)
     args = dataclasses.replace(eval_args(namespace), model=namespace.model)
     if args.eval_samples < 32:
@@ -221,11 +209,16 @@ def cmd_pilot(argv):
 
 
 def cmd_trajectories(argv):
-    parser = argparse.ArgumentParser(prog="eval.py trajectories", description=write_trajectories.__doc__)
-    parser.add_argument("runs", nargs="+", help="run folders (report/real/h200.sh's), stopped or finished")
-    parser.add_argument("--base", required=True, help="the base model's pass_at_k.json (eval.py MODEL, same settings)")
-    parser.add_argument("--out", default="evals", help="folder for REPORT.md, report.json and the figures")
-    return write_trajectories(parser.parse_args(argv), " ".join(["python eval.py trajectories", *argv]))
+    parser = argparse.ArgumentParser(prog="eval.py trajectories",
+                                     description=write_trajectories.__doc__)
+    parser.add_argument("runs", nargs="+",
+                        help="run folders (report/real/h200.sh's), stopped or finished")
+    parser.add_argument("--base", required=True,
+                        help="the base model's pass_at_k.json (eval.py MODEL, same settings)")
+    parser.add_argument("--out", default="evals",
+                        help="folder for REPORT.md, report.json and the figures")
+    return write_trajectories(parser.parse_args(argv),
+                              " ".join(["python eval.py trajectories", *argv]))
 
 
 def cmd_verifier(argv):
@@ -234,8 +227,9 @@ def cmd_verifier(argv):
     return check_cases(Path(parser.parse_args(argv).tests))
 
 
-COMMANDS = {"reproduce": cmd_reproduce, "sweep": cmd_sweep, "drift": cmd_drift, "sparsity": cmd_sparsity,
-            "diversity": cmd_diversity, "forgetting": cmd_forgetting, "curves": cmd_curves,
+COMMANDS = {"reproduce": cmd_reproduce, "sweep": cmd_sweep, "drift": cmd_drift,
+            "sparsity": cmd_sparsity, "diversity": cmd_diversity, "forgetting": cmd_forgetting,
+            "curves": cmd_curves,
             "verifier": cmd_verifier, "pilot": cmd_pilot, "trajectories": cmd_trajectories}
 
 

@@ -1,37 +1,42 @@
-"""The paper's analyses, in layers that import one way only (tests/test_architecture.py reads the imports):
+"""The paper's analyses, in layers that import one way only (tests/test_architecture.py reads the
+imports):
 
     eval.py (the commands)
-      -> reproduction/trajectories.py (runs stopped at a deadline, read off their trajectory points: the real
-         model's report, report/real/REPORT.md, by claim 1's rule)
+      -> reproduction/trajectories.py (runs stopped at a deadline, read off their trajectory
+         points: the real model's report, report/real/REPORT.md, by claim 1's rule)
       -> reproduction/report.py (REPORT.md, report.json) -> figures.py (every plot and table),
-         reproduction/scaling.py (a larger model's report beside the tiny model's), reproduction/parts.py
-         (the claims' parts rendered: the opening table, the fixed margins), reproduction/montecarlo.py (the
-         outcomes judged again under other bootstrap seeds)
-      -> reproduction/claims.py (each claim: its parts as the paper states them, each a Condition, and what it
-         shows beside them: records, no sentences)
+         reproduction/scaling.py (a larger model's report beside the tiny model's),
+         reproduction/parts.py (the claims' parts rendered: the opening table, the fixed margins),
+         reproduction/costs.py (what the runs cost: budgets, wall times, the power plan),
+         reproduction/montecarlo.py (the outcomes judged again under other bootstrap seeds)
+      -> reproduction/claims.py (each claim: its parts as the paper states them, each a
+         Condition, and what it shows beside them: records, no sentences)
       -> reproduction/readings.py (what each claim reads off the evidence)
       -> reproduction/matching.py (the comparisons at matched Pass@1 of claims 1, 2 and 6)
       -> reproduction/evidence.py (everything measured, once) -> reproduction/plan.py (the runs),
          reproduction/pilot.py (a real model's power plan, from the base model on dev problems)
       -> reproduction/reuse.py (saved analyses, keyed on code, arguments and models)
-      -> measurements: weights.py, diversity.py, forgetting.py, paths.py, training.py, verifier_cases.py
+      -> measurements: weights.py, diversity.py, forgetting.py, paths.py, training.py,
+         verifier_cases.py
       -> evaluation.py (load, evaluate), verdicts.py (the parts' tests, margins fixed in
          report/PREREGISTRATION.json, verdict words), statistics.py (intervals)
       -> scale/, es_grpo.py
 
-Where each claim of the paper (../shared/PAPER.md) is measured and judged:
+Where each claim of the paper (../shared/PAPER.md) is measured and judged (by
+reproduction/claims.py):
 
-    claim                                          measured in   by                                       judged by
-    1 ES raises Pass@1, keeps Pass@K; GRPO's       paths         comparisons, matched_entropy;            claims.claim1
-      entropy falls                                training      grpo_at_gain (GRPO to ES's Pass@1)
-    2 the population's JS diversity explains       diversity     population_diversity,                    claims.claim2
-      its higher Pass@K                                          diversity_statistics
-    3 GRPO->ES combines both                       paths         comparisons                              claims.claim3
-    4 ES drifts far; its gain is sparse            weights       drifts, sparse_over_seeds,               claims.claim4
-                                                                 gaussian_kept_share
-    5 no forgetting after ES                       forgetting    forgetting_control                       claims.claim5
-    6 population by model size; z-scoring;         training      size_sweeps, hyperparameter_arms         claims.claim6
-      antithetic sampling
+    claim                                 measured in  by                             judged by
+    1 ES raises Pass@1, keeps Pass@K;     paths        comparisons, matched_entropy;  claim1
+      GRPO's entropy falls                training     grpo_at_gain (GRPO to ES's
+                                                       Pass@1)
+    2 the population's JS diversity       diversity    population_diversity,          claim2
+      explains its higher Pass@K                       diversity_statistics
+    3 GRPO->ES combines both              paths        comparisons                    claim3
+    4 ES drifts far; its gain is sparse   weights      drifts, sparse_over_seeds,     claim4
+                                                       gaussian_kept_share
+    5 no forgetting after ES              forgetting   forgetting_control             claim5
+    6 population by model size;           training     size_sweeps,                   claim6
+      z-scoring; antithetic sampling                   hyperparameter_arms
 
 Intervals for all six: statistics.py (interval); tests, margins and verdict words: verdicts.py.
 """

@@ -1,5 +1,6 @@
 """Models in and numbers out: load a model, put weights into it, evaluate it (Pass@K, Maj@K, greedy
-accuracy, entropy) on the evaluation problems and the held-out families, with the runs' own settings."""
+accuracy, entropy) on the evaluation problems and the held-out families, with the runs' own
+settings."""
 from __future__ import annotations
 
 import numpy as np
@@ -7,16 +8,19 @@ import torch
 
 import es_grpo
 from es_grpo import Context, Sampling, evaluate, load_model, score
-from scale.assembly import context  # what the analyses decode, score and grade with: the runs' hooks
+# what the analyses decode, score and grade with: the runs' hooks
+from scale.assembly import context
 from scale.config import Args, evaluation_sets
 
-EVAL_FLAGS = ("data", "eval_data", "task", "eval_split", "eval_problems", "heldout_problems", "eval_samples",
-              "eval_temperature", "eval_top_p", "max_new_tokens", "rollout_batch", "device", "dtype", "rollout_dtype",
-              "seed")
+EVAL_FLAGS = ("data", "eval_data", "task", "eval_split", "eval_problems", "heldout_problems",
+              "eval_samples",
+              "eval_temperature", "eval_top_p", "max_new_tokens", "rollout_batch", "device",
+              "dtype", "rollout_dtype", "seed")
 
 
 def evaluation_args(source) -> Args:
-    """The evaluation settings (EVAL_FLAGS) of anything that has them: parsed flags or a run's Args."""
+    """The evaluation settings (EVAL_FLAGS) of anything that has them: parsed flags or a run's
+    Args."""
     return Args(**{name: getattr(source, name) for name in EVAL_FLAGS})
 
 
@@ -26,7 +30,8 @@ def curve_ks(n: int) -> list[int]:
 
 
 def load(name: str, args: Args):
-    device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available() else "cpu")
+    device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available()
+                                                        else "cpu")
     model, tokenizer = load_model("" if name in ("", "tiny") else name, device, args.dtype)
     return model.eval(), tokenizer
 
@@ -49,14 +54,16 @@ def put_weights(model, weights: dict[str, torch.Tensor]):
 
 
 def greedy_accuracy(run: Context, problems: list[dict]) -> float:
-    roll = run.generate(run.model, run.tokenizer, [es_grpo.prompt_text(p, run.tokenizer) for p in problems],
-                        Sampling(max_new_tokens=run.args.max_new_tokens, batch_size=run.args.rollout_batch))
+    roll = run.generate(run.model, run.tokenizer,
+                        [es_grpo.prompt_text(p, run.tokenizer) for p in problems],
+                        Sampling(max_new_tokens=run.args.max_new_tokens,
+                                 batch_size=run.args.rollout_batch))
     return float((score(run, problems, roll.texts) == 1.0).float().mean())
 
 
 def evaluate_model(model, tokenizer, args: Args) -> dict:
-    """Pass@K and Maj@K for every K of the curve, greedy accuracy, entropy and length, on the evaluation
-    problems and on each held-out task family."""
+    """Pass@K and Maj@K for every K of the curve, greedy accuracy, entropy and length, on the
+    evaluation problems and on each held-out task family."""
     _, evaluation, heldout = evaluation_sets(args, tokenizer)
     ks, run = curve_ks(args.eval_samples), context(args, model, tokenizer)
     result = {"problems": len(evaluation), **evaluate(run, evaluation, ks, ks, progress=True),
@@ -68,9 +75,9 @@ def evaluate_model(model, tokenizer, args: Args) -> dict:
 
 
 def measured(name: str, models: list[str], function, *arguments):
-    """function(*arguments): an analysis's piece measured here and now. reproduce passes its Store.get instead
-    (the same signature), which saves each piece under NAME, so that a stopped reproduction keeps the pieces it
-    finished."""
+    """function(*arguments): an analysis's piece measured here and now. reproduce passes its
+    Store.get instead (the same signature), which saves each piece under NAME, so that a stopped
+    reproduction keeps the pieces it finished."""
     return function(*arguments)
 
 

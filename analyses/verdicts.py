@@ -35,10 +35,12 @@ SMALL, ABSENT = "small", "absent"
 ENTROPY_MARGIN_SHARE, CATASTROPHIC_SHARE = MARGINS["entropy"], MARGINS["catastrophic"]
 COLLAPSE, EXPLAINED_SHARE, DRIFT_RATIO = MARGINS["collapse"], MARGINS["explained"], MARGINS["drift"]
 OUTCOMES = {True: "holds", SMALL: "small", ABSENT: "absent", False: "fails", None: "undecided"}
-VERDICTS = {  # each verdict word, what it means: REPORT.md's header and its table of reachable outcomes
+# each verdict word, what it means: REPORT.md's header and its table of reachable outcomes
+VERDICTS = {
     "reproduced": "every scored part holds",
     "small": "every scored part holds, and at least one is real but smaller than its margin",
-    "not reproduced": "a part fails (its interval wholly on the wrong side of 0 or of its bound), or the "
+    "not reproduced": "a part fails (its interval wholly on the wrong side of 0 or of its bound), "
+                      "or the "
                       "effect it states is shown absent (its interval inside the margin, across 0)",
     "inconclusive": "no part fails or is absent, and at least one is undecided"}
 
@@ -144,7 +146,8 @@ class Condition:
         return 0 < getattr(self.value, "seeds", MIN_SEEDS) < MIN_SEEDS
 
     @property
-    def undefined(self) -> bool:  # the statistic undefined in too many bootstrap draws to read its interval
+    # the statistic undefined in too many bootstrap draws to read its interval
+    def undefined(self) -> bool:
         return getattr(self.value, "dropped", 0.0) > MAX_UNDEFINED
 
     @property
@@ -169,5 +172,6 @@ class Condition:
 def reachable(conditions: list[Condition]) -> list[str]:
     """The verdicts a rule of these conditions can reach, in VERDICTS' order: every combination of
     outcomes."""
-    found = {verdict(*combination) for combination in itertools.product(*(c.outcomes() for c in conditions))}
+    found = {verdict(*combination) for combination
+             in itertools.product(*(c.outcomes() for c in conditions))}
     return [word for word in VERDICTS if word in found]

@@ -1,11 +1,12 @@
 """One place builds a run's machinery: the hooks that es_grpo.run and es_grpo.Context take.
 
 es_grpo.py's Context has a hook for each thing scale/ does otherwise: how completions are decoded
-(`generate`), how work splits over processes (`ranks`), where ES sets its members (`es_weights`), how the
-population is scored (`score_members`), GRPO's step (`grpo_step`), the run folder (`folder`), where the
-problems come from (`problems`) and how an answer is graded (`grade`). `hooks` builds all of them from the
-settings; scale.train, eval.py and analyses/, scale.bench and scale.gpu_check take theirs from it, so a run,
-a measurement and a benchmark with the same settings decode, score and grade alike.
+(`generate`), how work splits over processes (`ranks`), where ES sets its members (`es_weights`),
+how the population is scored (`score_members`), GRPO's step (`grpo_step`), the run folder
+(`folder`), where the problems come from (`problems`) and how an answer is graded (`grade`). `hooks`
+builds all of them from the settings; scale.train, eval.py and analyses/, scale.bench and
+scale.gpu_check take theirs from it, so a run, a measurement and a benchmark with the same settings
+decode, score and grade alike.
 """
 from __future__ import annotations
 
@@ -25,44 +26,65 @@ ROLLOUTS = ("hf", "vllm", "plain")
 
 @dataclass
 class ScaleArgs:
-    """What scale/train.py adds to the flags of es_grpo.py (python es_grpo.py --help lists those)."""
+    """What scale/train.py adds to the flags of es_grpo.py (python es_grpo.py --help lists
+    those)."""
 
     resume: str = flag("", "continue the interrupted run in this folder, with its saved flags")
     save_every: int = flag(10, "updates between checkpoints (0: only after each stage)")
-    base_from: str = flag("", "take the base model's evaluation from this run folder (its settings that "
+    base_from: str = flag("",
+                          "take the base model's evaluation from this run folder (its settings "
+                          "that "
                               "reach evaluation must be this run's) instead of measuring it again")
-    rollout: str = flag("hf", "rollout engine: hf (es_grpo.rollout with scale/decode.py's speed layers), "
-                              "vllm (one engine per rank) or plain (es_grpo.rollout as written)", ROLLOUTS)
-    vllm_memory: float = flag(0.0, "share of GPU memory vLLM may take; the rest holds the trainer (0: all "
-                                   "that the trainer leaves by scale/memory.py's arithmetic, at most 0.9)")
-    vllm_dtype: str = flag("auto", "the engine's weights (auto: --dtype for ES alone, so that members are "
+    rollout: str = flag("hf",
+                        "rollout engine: hf (es_grpo.rollout with scale/decode.py's speed layers), "
+                              "vllm (one engine per rank) or plain (es_grpo.rollout as written)",
+                              ROLLOUTS)
+    vllm_memory: float = flag(0.0,
+                              "share of GPU memory vLLM may take; the rest holds the trainer (0: "
+                              "all "
+                                   "that the trainer leaves by scale/memory.py's arithmetic, at "
+                                   "most 0.9)")
+    vllm_dtype: str = flag("auto",
+                           "the engine's weights (auto: --dtype for ES alone, so that members are "
                                    "the transformers path's; bfloat16 when a GRPO stage runs)",
                            ("auto", "float32", "bfloat16", "float16"))
-    vllm_max_len: int = flag(0, "vLLM max_model_len, prompt plus completion (0: the run's longest prompt "
+    vllm_max_len: int = flag(0,
+                             "vLLM max_model_len, prompt plus completion (0: the run's longest "
+                             "prompt "
                                 "plus --max-new-tokens)")
-    es_batched: str = flag("auto", "decode ES members in one batch, in the model's own dtype (HF rollout; "
-                                   "auto: if greedy, without --rollout-dtype's copy, and the weights fit in "
-                                   "1 GiB or half the free GPU)", MODES)
-    grpo_fsdp: bool = flag(False, "shard GRPO's trained weights, gradients, AdamW states and reference over "
+    es_batched: str = flag("auto",
+                           "decode ES members in one batch, in the model's own dtype (HF rollout; "
+                                   "auto: if greedy, without --rollout-dtype's copy, and the "
+                                   "weights fit in " "1 GiB or half the free GPU)", MODES)
+    grpo_fsdp: bool = flag(False,
+                           "shard GRPO's trained weights, gradients, AdamW states and reference "
+                           "over "
                                   "the ranks (FSDP2) instead of DDP; rollouts use a whole copy")
-    check_every: int = flag(1, "updates between checks that all ranks hold identical weights (0: at stage "
+    check_every: int = flag(1,
+                            "updates between checks that all ranks hold identical weights (0: at "
+                            "stage "
                                "ends)")
     dist_timeout: int = flag(600, "seconds a rank waits for the others before it gives up")
 
 
 def hooks(args: Args, scale: ScaleArgs | None = None, engine=None, launcher=None) -> dict:
     """es_grpo.run's hooks for these settings. engine: a started rollout engine for --rollout vllm
-    (scale/vllm_rollout.py's VLLMRollout.launch; scale.gpu_check's stand-ins). launcher: the ranks' class
-    (scale/distributed.py's Torchrun under scale.train; None: one process, es_grpo.OneProcess)."""
+    (scale/vllm_rollout.py's VLLMRollout.launch; scale.gpu_check's stand-ins). launcher: the ranks'
+    class (scale/distributed.py's Torchrun under scale.train; None: one process,
+    es_grpo.OneProcess)."""
     scale = scale or ScaleArgs()
-    in_engine_es = engine is not None and args.algo == "es"  # the trainer's model is then only saved
-    made = dict(generate=rollout_hook(args, scale, engine), score_members=PopulationScorer(scale.es_batched),
-                grpo_step=grpo_step, folder=ResumableFolder(scale.resume, scale.save_every, scale.base_from),
+    # the trainer's model is then only saved
+    in_engine_es = engine is not None and args.algo == "es"
+    made = dict(generate=rollout_hook(args, scale, engine),
+                score_members=PopulationScorer(scale.es_batched),
+                grpo_step=grpo_step,
+                folder=ResumableFolder(scale.resume, scale.save_every, scale.base_from),
                 problems=evaluation_sets, grade=verifier.grade)
     if engine is not None:  # ES's members: the engine's weights, in any stage
         made["es_weights"] = engine.es_weights
     if launcher is not None:
-        made["ranks"] = launcher(scale.grpo_fsdp, scale.check_every, scale.dist_timeout, config=vars(scale),
+        made["ranks"] = launcher(scale.grpo_fsdp, scale.check_every, scale.dist_timeout,
+                                 config=vars(scale),
                                  engine=engine, model_device="cpu" if in_engine_es else None)
     return made
 
@@ -75,9 +97,10 @@ def rollout_hook(args: Args, scale: ScaleArgs, engine):
     return FastRollout(args.rollout_dtype) if scale.rollout == "hf" else es_grpo.rollout
 
 
-def context(args: Args, model, tokenizer, scale: ScaleArgs | None = None, engine=None) -> es_grpo.Context:
-    """What an analysis, a benchmark or a check decodes, scores and grades with outside a run: the hooks a
-    run with these settings gets (its folder aside: nothing is written), on one process."""
+def context(args: Args, model, tokenizer, scale: ScaleArgs | None = None,
+            engine=None) -> es_grpo.Context:
+    """What an analysis, a benchmark or a check decodes, scores and grades with outside a run: the
+    hooks a run with these settings gets (its folder aside: nothing is written), on one process."""
     made = hooks(args, scale, engine)
     del made["folder"]
     return es_grpo.Context(args, model, tokenizer, **made)

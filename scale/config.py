@@ -1,7 +1,7 @@
-"""The settings and inputs of full-size runs: es_grpo.py's flags plus data files, presets, --overwrite and
-the flags of scale/grpo.py's step. es_grpo.py trains on the tiny model's built-in tasks; `python -m scale.train`,
-eval.py and the bench parse these flags (parse_args) and read problems from JSONL files (the `problems`
-hook of es_grpo.run: evaluation_sets).
+"""The settings and inputs of full-size runs: es_grpo.py's flags plus data files, presets,
+--overwrite and the flags of scale/grpo.py's step. es_grpo.py trains on the tiny model's built-in
+tasks; `python -m scale.train`, eval.py and the bench parse these flags (parse_args) and read
+problems from JSONL files (the `problems` hook of es_grpo.run: evaluation_sets).
 """
 from __future__ import annotations
 
@@ -15,7 +15,8 @@ from tiny_model.tasks import FAMILIES
 
 PRESETS = {
     "tiny": {},
-    "paper": dict(es_population=32, es_sigma=1.5e-3, es_alpha=2.5e-4, es_prompts=64, es_temperature=0.0,
+    "paper": dict(es_population=32, es_sigma=1.5e-3, es_alpha=2.5e-4, es_prompts=64,
+                  es_temperature=0.0,
                   grpo_prompts=64, grpo_group=8, grpo_lr=1e-6, grpo_temperature=1.0, grpo_clip=0.2,
                   grpo_beta=1e-3, max_new_tokens=1024, rollout_batch=512, eval_problems=500),
 }
@@ -27,30 +28,38 @@ class Args(es_grpo.Args):
 
     data: str = flag("", "training problems, JSONL (empty: the built-in task generator)")
     eval_data: str = flag("", "evaluation problems, JSONL (empty: held out from --data)")
-    task: str = flag("auto", "task of --data (auto: by its fields); without --data the built-in one (auto: "
-                             "countdown; add, two-digit sums, for chat models)", (*es_grpo.TASKS, "math"))
+    task: str = flag("auto",
+                     "task of --data (auto: by its fields); without --data the built-in one (auto: "
+                             "countdown; add, two-digit sums, for chat models)",
+                             (*es_grpo.TASKS, "math"))
     preset: str = flag("tiny", "defaults: tiny (CPU, shipped model) or paper", tuple(PRESETS))
     overwrite: bool = flag(False, "replace an existing run folder (one a run made)")
     grpo_epochs: int = flag(1, "optimizer steps per rollout batch", least=1)
     grpo_microbatch: int = flag(0, "rows per forward pass, whole groups (0: all)", least=0)
-    grpo_autocast: bool = flag(False, "GRPO's forward and backward passes in bfloat16 autocast (weights, AdamW "
+    grpo_autocast: bool = flag(False,
+                               "GRPO's forward and backward passes in bfloat16 autocast (weights, "
+                               "AdamW "
                                       "and the loss's log-softmax stay float32)")
-    rollout_dtype: str = flag("model", "the weights while decoding on the HF path, evaluation included (model: "
-                                       "--dtype's; else a copy in this dtype, refreshed as the weights change)",
+    rollout_dtype: str = flag("model",
+                              "the weights while decoding on the HF path, evaluation included "
+                              "(model: "
+                                       "--dtype's; else a copy in this dtype, refreshed as the "
+                                       "weights change)",
                               ("model", *es_grpo.DTYPES))
 
 
 def parse_args(argv=None, prog=None) -> Args:
-    """Flags override the preset, which overrides the dataclass defaults; es_grpo.py's checks read every
-    field's range, these too."""
+    """Flags override the preset, which overrides the dataclass defaults; es_grpo.py's checks read
+    every field's range, these too."""
     parser = dataclass_parser(Args, prog)
     parser.set_defaults(**PRESETS[parser.parse_known_args(argv)[0].preset])
     return es_grpo.checked(parser, Args(**vars(parser.parse_args(argv))))
 
 
 def saved_settings(config: dict) -> dict:
-    """A run folder's config.json as today's settings. --rollout-dtype decides a run's numbers, so it is a run
-    setting; a run made when it was the launcher's (scale.train) kept it under "scale" (report/NOTES.md)."""
+    """A run folder's config.json as today's settings. --rollout-dtype decides a run's numbers, so
+    it is a run setting; a run made when it was the launcher's (scale.train) kept it under "scale"
+    (report/NOTES.md)."""
     launcher = config.get("scale") or {}
     if "rollout_dtype" in config or "rollout_dtype" not in launcher:
         return config
@@ -64,11 +73,12 @@ def own_flags() -> list[str]:
 
 
 def evaluation_sets(args: Args, tokenizer):
-    """(train, eval, held-out families): with --data, its problems (the file's last ones evaluated unless
-    --eval-data), else es_grpo.py's built-in tasks; never overlapping."""
+    """(train, eval, held-out families): with --data, its problems (the file's last ones evaluated
+    unless --eval-data), else es_grpo.py's built-in tasks; never overlapping."""
     if not args.data:
         if args.task == "math":
-            raise BadInput("--task math reads --data: the built-in tasks are " + ", ".join(es_grpo.HELDOUT))
+            raise BadInput("--task math reads --data: the built-in tasks are "
+                           + ", ".join(es_grpo.HELDOUT))
         return es_grpo.evaluation_sets(args, tokenizer)
     train = load_problems(args.data, args.task)
     if args.eval_data:
@@ -99,7 +109,8 @@ def load_problems(path: str, task: str = "auto") -> list[dict]:
             record = json.loads(line)
         except json.JSONDecodeError:
             raise BadInput(f"{path}:{number}: not valid JSON") from None
-        problems.append(problem_of(record if isinstance(record, dict) else {}, task, f"{path}:{number}"))
+        problems.append(problem_of(record if isinstance(record, dict) else {}, task,
+                                   f"{path}:{number}"))
     if not problems:
         raise BadInput(f"{path}: no problems in file")
     return problems
@@ -108,7 +119,8 @@ def load_problems(path: str, task: str = "auto") -> list[dict]:
 def problem_of(record: dict, task: str, where: str) -> dict:
     numbers, target = record.get("numbers"), record.get("target")
     if (task if task != "auto" else "countdown" if "numbers" in record else "math") == "countdown":
-        if not (type(numbers) is list and numbers and all(type(n) is int for n in [*numbers, target])):
+        if not (type(numbers) is list and numbers
+                and all(type(n) is int for n in [*numbers, target])):
             raise BadInput(f"{where}: countdown needs 'numbers' (ints) and 'target' (int)")
         return {"task": "countdown", "numbers": numbers, "target": target}
     if isinstance(record.get("question"), str) and "answer" in record:

@@ -1,5 +1,5 @@
-"""Fast decoding on the HF path: es_grpo.rollout with its cache in reserved room, prompts run once and
-weights in a lower precision; run()'s `generate` hook of `python -m scale.train --rollout hf`.
+"""Fast decoding on the HF path: es_grpo.rollout with its cache in reserved room, prompts run once
+and weights in a lower precision; run()'s `generate` hook of `python -m scale.train --rollout hf`.
 
 Where a decode step of a 135M model went (report/NOTES.md, "Real-size speed"), and what this does:
 - the cache grew by torch.cat: each step copied every layer's keys and values into new memory, so
@@ -17,8 +17,8 @@ Where a decode step of a 135M model went (report/NOTES.md, "Real-size speed"), a
   the batch once it has fed an end id, the cache compacted when a quarter of its rows have ended
   (ReservedDecoder.drop_ended); token_steps still gets a (B, V) row for it, which it masks.
 The rest is es_grpo.rollout's own code: seeded noise by row, stops, log-probs and entropy over the
-full vocabulary in float32. Sharing changes only how keys and values are computed, up to float rounding
-(tests/test_decode.py: the same tokens as es_grpo.rollout on the tiny model).
+full vocabulary in float32. Sharing changes only how keys and values are computed, up to float
+rounding (tests/test_decode.py: the same tokens as es_grpo.rollout on the tiny model).
 """
 from __future__ import annotations
 
@@ -39,7 +39,8 @@ from es_grpo import Rollout, Sampling, cache_argument, eos_ids, rollout
 from scale.chunks import chunked_rollout
 
 ATTENTION = "es_grpo_decode"  # the attention implementation a rollout here runs with
-KEEP_SHARE = 0.75  # the cache drops its ended rows once at most this share of them is still decoding
+# the cache drops its ended rows once at most this share of them is still decoding
+KEEP_SHARE = 0.75
 
 
 class FastRollout:
@@ -88,18 +89,21 @@ class FastRollout:
 
 
 class PackedLinears:
-    """The model's Linear layers on oneDNN's prepacked weights while decoding, where that gives the same numbers:
-    bfloat16 and float16 weights on a CPU with instructions for them (prepacked, a product runs faster there,
-    bit for bit the same; float32 would differ by rounding). A layer's pack is made again when its weight
-    changes (an ES member, a GRPO step) and held between rollouts."""
+    """The model's Linear layers on oneDNN's prepacked weights while decoding, where that gives the
+    same numbers: bfloat16 and float16 weights on a CPU with instructions for them (prepacked, a
+    product runs faster there, bit for bit the same; float32 would differ by rounding). A layer's
+    pack is made again when its weight changes (an ES member, a GRPO step) and held between
+    rollouts."""
 
     def __init__(self):
         self.packed = {}  # id(layer) -> (the weight's version, its pack)
 
     @contextlib.contextmanager
     def linears(self, model, rows: int):
-        packable = {torch.bfloat16: cpu_has_bfloat16(), torch.float16: torch.backends.mkldnn.is_available()
-                    and torch.ops.mkldnn._is_mkldnn_fp16_supported()}  # oneDNN raises where the CPU has no such unit
+        packable = {torch.bfloat16: cpu_has_bfloat16(),
+                    torch.float16: torch.backends.mkldnn.is_available()
+                    # oneDNN raises where the CPU has no such unit
+                    and torch.ops.mkldnn._is_mkldnn_fp16_supported()}
         layers = [layer for layer in model.modules() if isinstance(layer, torch.nn.Linear)
                   and "forward" not in vars(layer) and layer.weight.device.type == "cpu"
                   and packable.get(layer.weight.dtype, False)]
@@ -121,8 +125,9 @@ class PackedLinears:
 
 
 def cpu_has_bfloat16() -> bool:
-    """Whether this CPU multiplies bfloat16 in hardware (AVX-512 BF16, AMX). Without, oneDNN packs no bfloat16
-    weights and torch's bfloat16 matmuls run far slower than float32's (report/NOTES.md, "Real-size speed")."""
+    """Whether this CPU multiplies bfloat16 in hardware (AVX-512 BF16, AMX). Without, oneDNN packs
+    no bfloat16 weights and torch's bfloat16 matmuls run far slower than float32's (report/NOTES.md,
+    "Real-size speed")."""
     return torch.backends.mkldnn.is_available() and torch.ops.mkldnn._is_mkldnn_bf16_supported()
 
 
@@ -133,17 +138,18 @@ def packed_linear(packed: torch.Tensor, bias, x: torch.Tensor) -> torch.Tensor:
 def fast_rollout(model, tokenizer, prompts, sampling=Sampling(), first_row=0, total_rows=None,
                  share=True) -> Rollout:
     """es_grpo.rollout itself, handed a ReservedDecoder in the model's place. Shared (a model whose
-    rows are alike) ended rows leave the batch; the population's row blocks (share=False) must stay."""
+    rows are alike) ended rows leave the batch; the population's row blocks (share=False) must
+    stay."""
     stops = torch.tensor(eos_ids(model, tokenizer), device=model.device) if share else None
     with attention(model, ATTENTION):
-        return rollout(ReservedDecoder(model, sampling.max_new_tokens, share, stops), tokenizer, prompts,
-                       sampling, first_row, total_rows)
+        return rollout(ReservedDecoder(model, sampling.max_new_tokens, share, stops), tokenizer,
+                       prompts, sampling, first_row, total_rows)
 
 
 class ReservedLayer(DynamicLayer):
-    """A cache layer that writes keys and values into room reserved at its first update for the whole
-    rollout, instead of concatenating them into new memory each step; keys and values are views of
-    the filled part, (B, H, filled, D)."""
+    """A cache layer that writes keys and values into room reserved at its first update for the
+    whole rollout, instead of concatenating them into new memory each step; keys and values are
+    views of the filled part, (B, H, filled, D)."""
 
     def __init__(self, room: int):
         super().__init__()
@@ -151,7 +157,8 @@ class ReservedLayer(DynamicLayer):
 
     def lazy_initialization(self, key_states, value_states):
         batch, heads, _, dim = key_states.shape
-        self.buffers = [s.new_empty(batch, heads, self.room, dim) for s in (key_states, value_states)]
+        self.buffers = [s.new_empty(batch, heads, self.room,
+                                    dim) for s in (key_states, value_states)]
         self.filled, self.device, self.is_initialized = 0, key_states.device, True
 
     def update(self, key_states, value_states, *args, **kwargs):
@@ -178,9 +185,9 @@ class ReservedLayer(DynamicLayer):
 
 @dataclasses.dataclass
 class PromptLayout:
-    """A batch's prompts as they are run: the prefix all rows share once, then each distinct prompt's
-    rest (left-padded), then rows gathered from those. A row's tokens keep their positions, so its keys
-    and values are those of its whole prompt run alone, up to float rounding."""
+    """A batch's prompts as they are run: the prefix all rows share once, then each distinct
+    prompt's rest (left-padded), then rows gathered from those. A row's tokens keep their positions,
+    so its keys and values are those of its whole prompt run alone, up to float rounding."""
     prefix: torch.Tensor  # (1, c) the tokens every prompt begins with (c may be 0)
     rest: torch.Tensor  # (U, S) each distinct prompt after the prefix, left-padded
     rest_mask: torch.Tensor  # (U, S)
@@ -188,7 +195,8 @@ class PromptLayout:
 
     @classmethod
     def of(cls, ids: torch.Tensor, mask: torch.Tensor, pad_id: int, share: bool) -> PromptLayout:
-        """From a left-padded batch, ids and mask (B, P); share=False: every row its own, no prefix."""
+        """From a left-padded batch, ids and mask (B, P); share=False: every row its own, no
+        prefix."""
         prompts = [tuple(row[m.bool()].tolist()) for row, m in zip(ids, mask)]
         distinct = list(dict.fromkeys(prompts)) if share else prompts
         index = {prompt: i for i, prompt in enumerate(distinct)}
@@ -204,21 +212,24 @@ class PromptLayout:
         for i, prompt in enumerate(distinct):
             tail = prompt[common:]
             rest[i, width - len(tail):], rest_mask[i, width - len(tail):] = torch.tensor(tail), 1
-        return cls(torch.tensor([distinct[0][:common]], dtype=ids.dtype, device=ids.device), rest.to(ids.device),
-                   rest_mask.to(mask.device), rows.to(ids.device))
+        return cls(torch.tensor([distinct[0][:common]], dtype=ids.dtype, device=ids.device),
+                   rest.to(ids.device), rest_mask.to(mask.device), rows.to(ids.device))
 
 
 class ReservedDecoder:
-    """What es_grpo.token_steps calls as its model: model(input_ids, attention_mask, position_ids, use_cache,
-    cache).logits (B, 1, V), the next token's only. Its first call runs the prompts as PromptLayout lays them
-    out, later calls a token a step, into ReservedLayers (the cache token_steps passes is left unused); rows
-    keep es_grpo's positions, the mask is the layout's. Parameters and configs are the model's. stops: the end
-    ids (None: every row decodes to the end); a row that has fed one gets zero logits, which token_steps masks."""
+    """What es_grpo.token_steps calls as its model: model(input_ids, attention_mask, position_ids,
+    use_cache, cache).logits (B, 1, V), the next token's only. Its first call runs the prompts as
+    PromptLayout lays them out, later calls a token a step, into ReservedLayers (the cache
+    token_steps passes is left unused); rows keep es_grpo's positions, the mask is the layout's.
+    Parameters and configs are the model's. stops: the end ids (None: every row decodes to the end);
+    a row that has fed one gets zero logits, which token_steps masks."""
 
     def __init__(self, model, max_new_tokens: int, share: bool, stops: torch.Tensor | None = None):
-        self.model, self.max_new_tokens, self.share, self.stops = model, max_new_tokens, share, stops
+        self.model, self.max_new_tokens, self.share, self.stops = (model, max_new_tokens, share,
+                                                                   stops)
         self.config, self.generation_config = model.config, model.generation_config
-        self.cache = self.mask = self.rows = self.ended = None  # rows: (R,) the batch rows the cache holds
+        # rows: (R,) the batch rows the cache holds
+        self.cache = self.mask = self.rows = self.ended = None
         self.keep = "logits_to_keep" in inspect.signature(model.forward).parameters
 
     def parameters(self):
@@ -234,16 +245,19 @@ class ReservedDecoder:
         self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], 1)  # (R, c + S + t)
         logits = self.logits(input_ids[self.rows], self.mask, position_ids[self.rows])  # (R, V)
         if len(self.rows) < len(input_ids):
-            logits = logits.new_zeros(len(input_ids), logits.shape[-1]).index_copy_(0, self.rows, logits)
+            logits = logits.new_zeros(len(input_ids),
+                                      logits.shape[-1]).index_copy_(0, self.rows, logits)
         return SimpleNamespace(logits=logits[:, None])  # (B, 1, V)
 
     def drop_ended(self, tokens: torch.Tensor):
-        """Marks the rows whose input (B,) is an end id; once at most KEEP_SHARE of the cache's rows are
-        still decoding, the cache keeps those alone (a copy of it: fresh memory is slow to fill here)."""
+        """Marks the rows whose input (B,) is an end id; once at most KEEP_SHARE of the cache's rows
+        are still decoding, the cache keeps those alone (a copy of it: fresh memory is slow to fill
+        here)."""
         if self.stops is None:
             return
         self.ended |= torch.isin(tokens, self.stops)
-        going = (~self.ended[self.rows]).nonzero().squeeze(-1)  # (r,) cache positions still decoding
+        # (r,) cache positions still decoding
+        going = (~self.ended[self.rows]).nonzero().squeeze(-1)
         if 0 < len(going) <= KEEP_SHARE * len(self.rows):
             self.cache.batch_select_indices(going)
             self.mask, self.rows = self.mask[going], self.rows[going]
@@ -267,7 +281,8 @@ class ReservedDecoder:
             self.cache.batch_repeat_interleave(len(layout.rest))
         joined = torch.cat([torch.ones(len(layout.rest), common, dtype=mask.dtype,
                                        device=mask.device), layout.rest_mask], 1)  # (U, c + S)
-        positions = (joined.cumsum(-1) - 1).clamp(min=0)[:, common:]  # (U, S) as in the whole prompt
+        # (U, S) as in the whole prompt
+        positions = (joined.cumsum(-1) - 1).clamp(min=0)[:, common:]
         logits = self.logits(layout.rest, joined, positions)  # (U, V)
         self.cache.batch_select_indices(layout.rows)
         self.mask = joined[layout.rows]  # (B, c + S)

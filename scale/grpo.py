@@ -1,13 +1,14 @@
 """GRPO's step at scale: es_grpo.run's `grpo_step` hook.
 
 es_grpo.grpo_step samples every group on one process and takes its loss over all rows in one forward
-pass. This step is the same update (the same rewards, advantages, grpo_loss and AdamW steps) with three
-layers, each shown to change no result beyond float rounding:
-- processes: each samples a contiguous share of the groups, with the noise those rows get in the whole
-  batch; the loss divides by the tokens of every process, and the gradients are averaged by the `ranks`
-  hook (scale/distributed.py: DDP or FSDP). tests/test_scale.py: test_grpo_on_two_ranks_*.
-- micro-batches (--grpo-microbatch): the loss's fixed terms and its gradient are computed that many rows
-  (whole groups) at a time and the gradients summed. tests/test_grpo.py:
+pass. This step is the same update (the same rewards, advantages, grpo_loss and AdamW steps) with
+three layers, each shown to change no result beyond float rounding:
+- processes: each samples a contiguous share of the groups, with the noise those rows get in the
+  whole batch; the loss divides by the tokens of every process, and the gradients are averaged by
+  the `ranks` hook (scale/distributed.py: DDP or FSDP). tests/test_scale.py:
+  test_grpo_on_two_ranks_*.
+- micro-batches (--grpo-microbatch): the loss's fixed terms and its gradient are computed that many
+  rows (whole groups) at a time and the gradients summed. tests/test_grpo.py:
   test_microbatched_grpo_step_accumulates_the_same_gradient.
 - shared prompts: a group's prompt runs once and its keys and values are repeated for the group's
   completions: fewer FLOPs. tests/test_rollout.py:
@@ -65,9 +66,10 @@ def grpo_step(run: Context, state: GRPOState, problems: list[dict], seed: int) -
 
 
 def precision(run: Context):
-    """--grpo-autocast: matmuls in bfloat16 on float32 weights (torch.autocast; log-softmax and the loss stay
-    float32, as autocast keeps them). Faster on a CPU with bfloat16 instructions (report/NOTES.md, "Real-size
-    speed"); the gradient is bfloat16's rounding away from float32's (tests/test_grpo.py measures how far)."""
+    """--grpo-autocast: matmuls in bfloat16 on float32 weights (torch.autocast; log-softmax and the
+    loss stay float32, as autocast keeps them). Faster on a CPU with bfloat16 instructions
+    (report/NOTES.md, "Real-size speed"); the gradient is bfloat16's rounding away from float32's
+    (tests/test_grpo.py measures how far)."""
     if not getattr(run.args, "grpo_autocast", False):
         return contextlib.nullcontext()
     return torch.autocast(next(run.model.parameters()).device.type, dtype=torch.bfloat16)
@@ -78,7 +80,8 @@ def fixed_terms(run: Context, state: GRPOState, roll: Rollout, advantages) -> GR
     size = max(1, args.grpo_microbatch // G) * G if args.grpo_microbatch else rows
     pieces = [slice(start, start + size) for start in range(0, rows, size)]
     def logprobs(net):  # (B, T)
-        return torch.cat([group_logprobs(net, roll.rows(s), args.grpo_temperature, G)[0] for s in pieces])
+        return torch.cat([group_logprobs(net, roll.rows(s), args.grpo_temperature,
+                                         G)[0] for s in pieces])
     old_logp = logprobs(run.model) if args.grpo_epochs > 1 else None
     ref_logp = logprobs(state.reference) if args.grpo_beta else None
     tokens = run.ranks.sum(roll.completion_mask.sum()).clamp(min=1) / run.ranks.world_size  # ()
@@ -91,19 +94,22 @@ def grpo_backward(run: Context, trainer, batch: GRPOBatch) -> dict:
     sums = dict.fromkeys(("loss", "kl", "clip_frac", "entropy_sum"), 0.0)
     for s in batch.pieces:
         with accumulating(trainer, last=s == batch.pieces[-1]):
-            logp, entropy = group_logprobs(trainer, roll.rows(s), args.grpo_temperature, args.grpo_group)
+            logp, entropy = group_logprobs(trainer, roll.rows(s), args.grpo_temperature,
+                                           args.grpo_group)
             old = logp.detach() if batch.old_logp is None else batch.old_logp[s]  # (b, T)
             ref = logp.detach() if batch.ref_logp is None else batch.ref_logp[s]  # (b, T)
             loss, parts = grpo_loss(logp, old, ref, batch.advantages[s], roll.completion_mask[s],
                                     args.grpo_clip, args.grpo_beta, batch.tokens)
             loss.backward()
-        parts.update(loss=loss.item(), entropy_sum=float((entropy.detach() * roll.completion_mask[s]).sum()))
+        parts.update(loss=loss.item(),
+                     entropy_sum=float((entropy.detach() * roll.completion_mask[s]).sum()))
         sums = {name: sums[name] + parts[name] for name in sums}
     return sums
 
 
 def grpo_statistics(run: Context, rewards, sums: dict, first: int, total: int, tokens: int):
-    """es_grpo.grpo_step's metrics over every process; rewards (B,) are this process's rows first.. of total."""
+    """es_grpo.grpo_step's metrics over every process; rewards (B,) are this process's rows first..
+    of total."""
     everyone = torch.zeros(total)  # (all rows,) the other processes' rows summed in
     everyone[first:first + len(rewards)] = rewards
     totals = run.ranks.sum({"rewards": everyone, **sums, "tokens": tokens})
@@ -117,8 +123,8 @@ def grpo_statistics(run: Context, rewards, sums: dict, first: int, total: int, t
 
 
 def accumulating(trainer, last: bool):
-    """DDP averages gradients after the last micro-batch only; FSDP reduces every piece's gradients to shards at
-    once (holding them whole would undo the sharding)."""
+    """DDP averages gradients after the last micro-batch only; FSDP reduces every piece's gradients
+    to shards at once (holding them whole would undo the sharding)."""
     if isinstance(trainer, DistributedDataParallel) and not last:
         return trainer.no_sync()
     return contextlib.nullcontext()
@@ -126,7 +132,8 @@ def accumulating(trainer, last: bool):
 
 @torch.no_grad()
 def after_optimizer_step(model, trainer):
-    """After an FSDP step every rank copies the trained shards, made whole, into the model rollouts use."""
+    """After an FSDP step every rank copies the trained shards, made whole, into the model rollouts
+    use."""
     if isinstance(trainer, FSDPModule):
         for whole, part in zip(model.parameters(), trainer.parameters()):
             whole.copy_(part.full_tensor())
@@ -134,7 +141,8 @@ def after_optimizer_step(model, trainer):
 
 def group_logprobs(model, roll: Rollout, temperature: float, group: int):
     """es_grpo.token_logprobs, rows in runs of `group` sharing a prompt (shared_prompt_logits)."""
-    return token_logprobs(model, roll, temperature, shared_prompt_logits(model, roll, group) if group > 1 else None)
+    return token_logprobs(model, roll, temperature,
+                          shared_prompt_logits(model, roll, group) if group > 1 else None)
 
 
 def shared_prompt_logits(model, roll: Rollout, group: int) -> torch.Tensor:
@@ -150,5 +158,6 @@ def shared_prompt_logits(model, roll: Rollout, group: int) -> torch.Tensor:
     logits = [prompt.logits[:, -1:].repeat_interleave(group, 0)]  # (B, 1, V) the first token's
     if roll.completion_ids.shape[1] > 1:
         logits.append(model(input_ids=roll.completion_ids[:, :-1], attention_mask=mask[:, :-1],
-                            position_ids=positions[:, start:-1], use_cache=True, **cache).logits)  # (B, T-1, V)
+                            # (B, T-1, V)
+                            position_ids=positions[:, start:-1], use_cache=True, **cache).logits)
     return torch.cat(logits, 1).float()  # (B, T, V)

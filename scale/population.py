@@ -2,11 +2,11 @@
 
 es_grpo.score_members scores the members one at a time, each set in the model's weights. Here every
 member's rows are decoded together, each row block with its member's weights master + sigma * eps_n,
-through batched matmuls on stacked weights (embedding, linear and norm layers): the rewards and update
-of scoring members one by one, up to float rounding
-(tests/test_es.py: test_population_batched_es_scores_and_updates_as_member_by_member), at about what
-plain inference of the same rows costs (report/NOTES.md, Performance). It holds N copies of the weights
-and their noise, so `auto` uses it only for greedy ES on the HF rollout when they fit.
+through batched matmuls on stacked weights (embedding, linear and norm layers): the rewards and
+update of scoring members one by one, up to float rounding (tests/test_es.py:
+test_population_batched_es_scores_and_updates_as_member_by_member), at about what plain inference of
+the same rows costs (report/NOTES.md, Performance). It holds N copies of the weights and their
+noise, so `auto` uses it only for greedy ES on the HF rollout when they fit.
 """
 from __future__ import annotations
 
@@ -17,7 +17,8 @@ from collections.abc import Callable
 
 import torch
 
-from es_grpo import Context, ESState, new_scores, noise, prompt_text, rollout, score_member, score_members
+from es_grpo import (Context, ESState, new_scores, noise, prompt_text, rollout, score_member,
+                     score_members)
 from scale.chunks import chunked_rollout
 from scale.decode import FastRollout
 
@@ -25,11 +26,11 @@ MODES = ("auto", "on", "off")
 
 
 class PopulationScorer:
-    """es_grpo.run's score_members hook, with es_grpo.score_members's contract: (run, state, problems,
-    seeds, seed) -> (scores, drawn), every member's reward, tokens and entropy sum (N,) and problems
-    solved (N, P), summed over the processes, each of which scores a share of the members; drawn: the eps
-    it generated, by (seed, tensor index), which es_update reuses. mode: on, off (one at a time, as
-    es_grpo.score_members) or auto (members_together)."""
+    """es_grpo.run's score_members hook, with es_grpo.score_members's contract: (run, state,
+    problems, seeds, seed) -> (scores, drawn), every member's reward, tokens and entropy sum (N,)
+    and problems solved (N, P), summed over the processes, each of which scores a share of the
+    members; drawn: the eps it generated, by (seed, tensor index), which es_update reuses. mode: on,
+    off (one at a time, as es_grpo.score_members) or auto (members_together)."""
 
     def __init__(self, mode: str = "auto"):
         self.mode = mode
@@ -49,12 +50,15 @@ class PopulationScorer:
     def batched(run: Context, state: ESState, problems: list[dict], seeds: list[int], seed: int,
                 together: int) -> tuple[dict, dict]:
         P, mine, drawn = len(problems), run.ranks.share(range(len(seeds))), {}
-        scores, prompts = new_scores(len(seeds), P), [prompt_text(p, run.tokenizer) for p in problems]
+        scores, prompts = new_scores(len(seeds),
+                                     P), [prompt_text(p, run.tokenizer) for p in problems]
         sampling = run.args.sampling("es", seed)
         for group in [mine[i:i + together] for i in range(0, len(mine), together)]:
-            with population_forward(run.model, state, [seeds[m] for m in group], run.args.es_sigma, drawn):
-                roll = decode_as_is(run.generate)(run.model, run.tokenizer, prompts * len(group),
-                                                  dataclasses.replace(sampling, batch_size=len(group) * P))
+            with population_forward(run.model, state, [seeds[m] for m in group], run.args.es_sigma,
+                                    drawn):
+                roll = decode_as_is(run.generate)(
+                    run.model, run.tokenizer, prompts * len(group),
+                    dataclasses.replace(sampling, batch_size=len(group) * P))
             for j, member in enumerate(group):
                 score_member(run, scores, member, problems, roll.rows(slice(j * P, (j + 1) * P)))
         return run.ranks.sum(scores), drawn  # every process has every member's scores now
@@ -62,7 +66,8 @@ class PopulationScorer:
 
 def one_at_a_time(run: Context, state: ESState, problems: list[dict], seeds: list[int],
                   seed: int) -> tuple[dict, dict]:
-    """es_grpo.score_members on this process's share of the members, the scores summed over processes."""
+    """es_grpo.score_members on this process's share of the members, the scores summed over
+    processes."""
     mine = run.ranks.share(range(len(seeds)))
     part, _ = score_members(run, state, problems, [seeds[member] for member in mine], seed)
     scores = new_scores(len(seeds), len(problems))
@@ -73,11 +78,13 @@ def one_at_a_time(run: Context, state: ESState, problems: list[dict], seeds: lis
 
 def members_together(run: Context, state: ESState, prompts: int, mine: int, mode: str) -> int:
     """How many members one batched decoding scores; 0: one at a time, set in the weights. mode on:
-    always; off: never; auto: greedy, the HF rollout of the model's own weights (batched, members decode
-    the model as it is, where FastRollout would decode a copy in --rollout-dtype), and the stacked weights
-    and eps within 1 GiB or half the free GPU."""
+    always; off: never; auto: greedy, the HF rollout of the model's own weights (batched, members
+    decode the model as it is, where FastRollout would decode a copy in --rollout-dtype), and the
+    stacked weights and eps within 1 GiB or half the free GPU."""
     args, together = run.args, max(1, run.args.rollout_batch // prompts)
-    if not (run.generate in (rollout, chunked_rollout) or isinstance(run.generate, FastRollout)) or mode == "off":
+    if not (run.generate in (rollout,
+                             chunked_rollout) or isinstance(run.generate,
+                                                            FastRollout)) or mode == "off":
         return 0
     if mode == "on":
         return together
@@ -91,8 +98,8 @@ def members_together(run: Context, state: ESState, prompts: int, mine: int, mode
 
 
 def decode_as_is(generate: Callable) -> Callable:
-    """The generate hook as the population needs it: the model as it is (its layers patched), every row on its
-    own (rows of one prompt hold different members' weights, so none is shared)."""
+    """The generate hook as the population needs it: the model as it is (its layers patched), every
+    row on its own (rows of one prompt hold different members' weights, so none is shared)."""
     return generate.as_is if isinstance(generate, FastRollout) else generate
 
 

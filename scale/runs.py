@@ -1,17 +1,19 @@
-"""Run folders that survive a crash: es_grpo.run's `folder` hook, for long runs (scale.train, eval.py).
+"""Run folders that survive a crash: es_grpo.run's `folder` hook, for long runs (scale.train,
+eval.py).
 
 es_grpo.RunFolder makes --out afresh and writes the run's files as it goes. ResumableFolder adds:
-- a checkpoint every --save-every updates and after each stage, RUN/checkpoint.pt (the weights, the stage's
-  state: ES's fp32 master or GRPO's AdamW and reference, the RNG states, the evaluations so far), replaced
-  atomically (a temporary name, then a rename);
-- --resume RUN: the saved config and last checkpoint, to the result of an uninterrupted run bit for bit, even
-  after SIGKILL (tests/test_reliability.py); metrics.jsonl keeps each update once;
-- a lock held for the run's life: a second run of the same folder, or an --overwrite of it, is refused in one
-  line; the folder is made whole in a staging folder and renamed into place, so two runs started at once
-  leave one run and one refusal;
-- --base-from RUN: the base model's evaluation taken from another run (its summary, else its checkpoint) in
-  place of measuring it again, where every setting that reaches that evaluation is the same (a frontier of
-  learning rates, or ES beside GRPO, share it: with 100 problems x 64 samples it is a run's longest evaluation).
+- a checkpoint every --save-every updates and after each stage, RUN/checkpoint.pt (the weights, the
+  stage's state: ES's fp32 master or GRPO's AdamW and reference, the RNG states, the evaluations so
+  far), replaced atomically (a temporary name, then a rename);
+- --resume RUN: the saved config and last checkpoint, to the result of an uninterrupted run bit for
+  bit, even after SIGKILL (tests/test_reliability.py); metrics.jsonl keeps each update once;
+- a lock held for the run's life: a second run of the same folder, or an --overwrite of it, is
+  refused in one line; the folder is made whole in a staging folder and renamed into place, so two
+  runs started at once leave one run and one refusal;
+- --base-from RUN: the base model's evaluation taken from another run (its summary, else its
+  checkpoint) in place of measuring it again, where every setting that reaches that evaluation is
+  the same (a frontier of learning rates, or ES beside GRPO, share it: with 100 problems x 64
+  samples it is a run's longest evaluation).
 Nothing is written before every input has been read and checked.
 """
 from __future__ import annotations
@@ -41,8 +43,8 @@ def atomic_write(path: Path, write):
 
 
 def hold(folder: Path):
-    """The run folder's lock, held until the process ends (or the file closes); BadInput if a live process
-    holds it."""
+    """The run folder's lock, held until the process ends (or the file closes); BadInput if a live
+    process holds it."""
     lock = open(folder / "lock", "a")
     try:
         fcntl.flock(lock, fcntl.LOCK_EX | fcntl.LOCK_NB)
@@ -53,27 +55,30 @@ def hold(folder: Path):
 
 
 class ResumableFolder(RunFolder):
-    """es_grpo.RunFolder's contract, with checkpoints, --resume and a lock (module docstring). resume: the run
-    folder to continue ("": a new run in --out); save_every: updates between checkpoints (0: after each stage
-    only); base_from: a run whose base evaluation this one takes ("": measure it)."""
+    """es_grpo.RunFolder's contract, with checkpoints, --resume and a lock (module docstring).
+    resume: the run folder to continue ("": a new run in --out); save_every: updates between
+    checkpoints (0: after each stage only); base_from: a run whose base evaluation this one takes
+    ("": measure it)."""
 
     def __init__(self, resume: str = "", save_every: int = 10, base_from: str = ""):
         self.resume, self.save_every, self.locks, self.checkpoint = resume, save_every, [], None
         self.base_from, self.base = base_from, None
 
     def open(self, args: Args, ranks) -> Args:
-        """open_folder's settings, and with --base-from that run's base evaluation (read before anything is
-        written; a checkpoint to resume from holds its own)."""
+        """open_folder's settings, and with --base-from that run's base evaluation (read before
+        anything is written; a checkpoint to resume from holds its own)."""
         args = self.open_folder(args, ranks)
         if self.base_from and not self.checkpoint:
             self.base = borrowed_base(Path(self.base_from), args, getattr(ranks, "config", {}))
         return args
 
     def open_folder(self, args: Args, ranks) -> Args:
-        """With --resume: the saved config, with the last checkpoint kept and the lock held; else args as given,
-        once --out is known to be free, or to hold a run and --overwrite given (create replaces it)."""
+        """With --resume: the saved config, with the last checkpoint kept and the lock held; else
+        args as given, once --out is known to be free, or to hold a run and --overwrite given
+        (create replaces it)."""
         if not self.resume:  # --overwrite (scale/config.py's) of a run folder: create() replaces it
-            replaced = getattr(args, "overwrite", False) and (Path(args.out) / "config.json").is_file()
+            replaced = getattr(args, "overwrite",
+                               False) and (Path(args.out) / "config.json").is_file()
             return args if replaced else super().open(args, ranks)
         folder = Path(self.resume)
         try:
@@ -82,13 +87,15 @@ class ResumableFolder(RunFolder):
             path = folder / "checkpoint.pt"
             self.checkpoint = torch.load(path, weights_only=False) if path.exists() else None
         except (OSError, ValueError, RuntimeError) as err:
-            raise BadInput(f"--resume {folder}: not a resumable run folder ({err.__class__.__name__})") from None
+            raise BadInput(f"--resume {folder}: not a resumable run folder "
+                           f"({err.__class__.__name__})") from None
         known = {f.name: saved[f.name] for f in dataclasses.fields(args) if f.name in saved}
         return type(args)(**{**known, "out": str(folder)})
 
     def create(self, args: Args, ranks):
-        """--out, holding config.json (the launcher's settings too, for --resume), made whole in a staging folder
-        and renamed into place (a rename fails if another run made it first); its lock kept."""
+        """--out, holding config.json (the launcher's settings too, for --resume), made whole in a
+        staging folder and renamed into place (a rename fails if another run made it first); its
+        lock kept."""
         if self.resume:
             return
         out = Path(args.out)
@@ -102,8 +109,10 @@ class ResumableFolder(RunFolder):
             out.parent.mkdir(parents=True, exist_ok=True)
             staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
             self.locks.append(hold(staging))
-            launcher = {"scale": ranks.config} if getattr(ranks, "config", None) else {}  # for --resume
-            (staging / "config.json").write_text(json.dumps(dataclasses.asdict(args) | launcher, indent=2))
+            # for --resume
+            launcher = {"scale": ranks.config} if getattr(ranks, "config", None) else {}
+            (staging / "config.json").write_text(json.dumps(dataclasses.asdict(args) | launcher,
+                                                            indent=2))
             try:
                 os.rename(staging, out)
             except OSError:
@@ -112,8 +121,8 @@ class ResumableFolder(RunFolder):
         ranks.barrier()
 
     def restore(self, run: Context, schedule: list) -> tuple[list, int]:
-        """The stages' results so far and the stage to continue, the model as the checkpoint left it;
-        metrics.jsonl cut back to the checkpoint's update (the resumed run writes the rest)."""
+        """The stages' results so far and the stage to continue, the model as the checkpoint left
+        it; metrics.jsonl cut back to the checkpoint's update (the resumed run writes the rest)."""
         checkpoint, done = self.checkpoint, 0
         if checkpoint:
             run.model.load_state_dict(checkpoint["model"])
@@ -123,7 +132,8 @@ class ResumableFolder(RunFolder):
             path = Path(run.args.out) / "metrics.jsonl"
             if run.ranks.is_main:
                 lines = path.read_text().splitlines() if path.exists() else []
-                kept = "".join(line + "\n" for line in lines if line.strip() and json.loads(line)["update"] <= done)
+                kept = "".join(line + "\n" for line in lines if line.strip()
+                               and json.loads(line)["update"] <= done)
                 atomic_write(path, lambda tmp: tmp.write_text(kept))
             run.ranks.log(f"resuming {run.args.out} after update {done}")
         if checkpoint:
@@ -134,9 +144,10 @@ class ResumableFolder(RunFolder):
         return [], 0
 
     def resume_stage(self, run: Context, stage: Stage):
-        """The checkpoint's stage continues where it was saved: its updates taken, costs, problem draws, and
-        ES's master or GRPO's AdamW and reference."""
-        saved = self.checkpoint and self.checkpoint["stage"] == stage.index and self.checkpoint["stage_state"]
+        """The checkpoint's stage continues where it was saved: its updates taken, costs, problem
+        draws, and ES's master or GRPO's AdamW and reference."""
+        saved = (self.checkpoint and self.checkpoint["stage"] == stage.index
+                 and self.checkpoint["stage_state"])
         if not saved:
             return
         stage.done, stage.totals = saved["update"], saved["totals"]
@@ -156,7 +167,8 @@ class ResumableFolder(RunFolder):
     @staticmethod
     def save(run: Context, index: int, saved_stage: dict | None, results: list):
         if run.ranks.is_main:  # every process holds the same weights: one writes them
-            rng = {"python": random.getstate(), "numpy": np.random.get_state(), "torch": torch.get_rng_state()}
+            rng = {"python": random.getstate(), "numpy": np.random.get_state(),
+                   "torch": torch.get_rng_state()}
             state = {"model": run.model.state_dict(), "stage": index, "stage_state": saved_stage,
                      "stages": results, "rng": rng}
             atomic_write(Path(run.args.out) / "checkpoint.pt", lambda tmp: torch.save(state, tmp))
@@ -167,10 +179,11 @@ class ResumableFolder(RunFolder):
         self.locks = []
 
 
-# What never reaches the base model's evaluation: training's settings, where the run is kept, how often it is
+# What never reaches the base model's evaluation: training's settings, where the run is kept, how
+# often it is
 # checkpointed or checked (es_* and grpo_* too: how ES's members are batched, how GRPO is sharded).
-TRAINING_ONLY = {"algo", "steps", "out", "overwrite", "preset", "eval_every", "trajectory_samples", "resume",
-                 "save_every", "check_every", "dist_timeout", "vllm_memory", "base_from"}
+TRAINING_ONLY = {"algo", "steps", "out", "overwrite", "preset", "eval_every", "trajectory_samples",
+                 "resume", "save_every", "check_every", "dist_timeout", "vllm_memory", "base_from"}
 
 
 def evaluation_settings(settings: dict) -> dict:
@@ -180,28 +193,30 @@ def evaluation_settings(settings: dict) -> dict:
 
 
 def borrowed_base(source: Path, args: Args, launcher: dict) -> dict:
-    """The base model's evaluation of the run in source (its summary, else its latest checkpoint), for a run
-    whose every evaluation setting, its launcher's included, is that run's; else BadInput naming the first
-    that differs, or saying that source has no base evaluation yet."""
+    """The base model's evaluation of the run in source (its summary, else its latest checkpoint),
+    for a run whose every evaluation setting, its launcher's included, is that run's; else BadInput
+    naming the first that differs, or saying that source has no base evaluation yet."""
     try:
         saved = saved_settings(json.loads((source / "config.json").read_text()))
         summary, checkpoint = source / "summary.json", source / "checkpoint.pt"
         stages = (json.loads(summary.read_text()) if summary.exists() else
                   torch.load(checkpoint, weights_only=False, mmap=True))["stages"]
     except (OSError, ValueError, RuntimeError, KeyError):
-        raise BadInput(f"--base-from {source}: no base evaluation there (a run folder with a summary or a "
-                       "checkpoint)") from None
-    mine, theirs = evaluation_settings(dataclasses.asdict(args) | launcher), saved | saved.get("scale", {})
+        raise BadInput(f"--base-from {source}: no base evaluation there (a run folder with a "
+                       f"summary or a " "checkpoint)") from None
+    mine, theirs = evaluation_settings(dataclasses.asdict(args)
+                                       | launcher), saved | saved.get("scale", {})
     for name, value in mine.items():
         if theirs.get(name, "not recorded") != value:
             raise BadInput(f"--base-from {source}: its --{name.replace('_', '-')} is "
-                           f"{theirs.get(name, 'not recorded')!r}, this run's {value!r}, so its base evaluation "
-                           "is not this run's")
+                           f"{theirs.get(name, 'not recorded')!r}, this run's {value!r}, so its "
+                           f"base evaluation " "is not this run's")
     return stages[0]
 
 
 def stage_state(run: Context, stage: Stage) -> dict:
-    """What a checkpoint keeps of a stage (every process takes part: GRPO's state may be a collective)."""
+    """What a checkpoint keeps of a stage (every process takes part: GRPO's state may be a
+    collective)."""
     kept = {"update": stage.done, "totals": stage.totals, "rng": stage.rng.getstate()}
     if isinstance(stage.state, ESState):  # the model takes the master's values before it is saved
         set_weights(list(run.model.parameters()), stage.state.master)

@@ -1,18 +1,20 @@
-"""Math answers read as chat models write them, and checked in any thread or process, bounded in time.
+"""Math answers read as chat models write them, and checked in any thread or process, bounded in
+time.
 
-es_grpo.math_grade reads a final answer where the prompt asks for it (the last \\boxed{}) or the last number.
-math_grade here reads what chat models write besides: the plain answer after all the LaTeX of a text, boxes
-joined by "and", thousands separators, decimal commas, a $ that is a dollar. grade() is es_grpo.grade with
-it: the grader scale/assembly.py gives every run, analysis and benchmark (tests/test_verifier.py's
-MATH_CASES are its contract).
+es_grpo.math_grade reads a final answer where the prompt asks for it (the last \\boxed{}) or the
+last number. math_grade here reads what chat models write besides: the plain answer after all the
+LaTeX of a text, boxes joined by "and", thousands separators, decimal commas, a $ that is a dollar.
+grade() is es_grpo.grade with it: the grader scale/assembly.py gives every run, analysis and
+benchmark (tests/test_verifier.py's MATH_CASES are its contract).
 
 
-es_grpo.latex_compare calls math-verify as the field does, bounded by math-verify's own timeout, which is
-signal.alarm: it works on the main thread only, and off it es_grpo refuses in one line. Here math-verify runs
-in a worker process that is killed past es_grpo.MATH_SECONDS, wherever the call comes from (a thread, a
-torchrun rank, a notebook's executor); the next call starts a new worker. The worker also guards
-Python's eval and exec, so that sympy's parse_expr, the one way from text to code that math-verify's LaTeX
-path still reaches, runs nothing but a literal. math_grade reads LaTeX through it unless told otherwise.
+es_grpo.latex_compare calls math-verify as the field does, bounded by math-verify's own timeout,
+which is signal.alarm: it works on the main thread only, and off it es_grpo refuses in one line.
+Here math-verify runs in a worker process that is killed past es_grpo.MATH_SECONDS, wherever the
+call comes from (a thread, a torchrun rank, a notebook's executor); the next call starts a new
+worker. The worker also guards Python's eval and exec, so that sympy's parse_expr, the one way from
+text to code that math-verify's LaTeX path still reaches, runs nothing but a literal. math_grade
+reads LaTeX through it unless told otherwise.
 """
 from __future__ import annotations
 
@@ -27,7 +29,8 @@ import threading
 from fractions import Fraction
 
 import es_grpo
-from es_grpo import MAX_ANSWER_CHARS, MAX_EXPR_CHARS, BadInput, box_at, boxed, latex_compare, parse_expression
+from es_grpo import (MAX_ANSWER_CHARS, MAX_EXPR_CHARS, BadInput, box_at, boxed, latex_compare,
+                     parse_expression)
 
 LATEX_MARK = re.compile(r"[\\${}]")  # text after the last of these is plain
 PLAIN_SPAN = re.compile(r"[-+(.0-9][ \t0-9.,+\-*/^()×÷]*")  # a run of plain arithmetic, one line
@@ -44,11 +47,11 @@ def grade(problem: dict, completion: str) -> tuple[float, str]:
 
 
 def math_grade(completion: str, answer: str, latex=None) -> tuple[float, str]:
-    """(reward, Maj@K key) of a math completion, es_grpo.math_grade's contract. Its final answer: the last
-    \\boxed{...} (math-verify reads several joined by "and" together), else the plain answer after all its
-    LaTeX, else math-verify's last LaTeX answer. Equal to the reference (a GSM8K solution's "#### 1,234", a
-    boxed solution, a MATH-style answer) by value: \\frac12 = 0.5. latex: es_grpo.latex_compare's contract
-    (None: MATH_VERIFY's worker, bounded in any thread)."""
+    """(reward, Maj@K key) of a math completion, es_grpo.math_grade's contract. Its final answer:
+    the last \\boxed{...} (math-verify reads several joined by "and" together), else the plain
+    answer after all its LaTeX, else math-verify's last LaTeX answer. Equal to the reference (a
+    GSM8K solution's "#### 1,234", a boxed solution, a MATH-style answer) by value: \\frac12 = 0.5.
+    latex: es_grpo.latex_compare's contract (None: MATH_VERIFY's worker, bounded in any thread)."""
     latex = latex or MATH_VERIFY.compare
     reference = answer.rsplit("####", 1)[-1].strip()
     theirs = plain_value(boxed(reference) if reference.count("\\boxed{") == 1 else reference)
@@ -83,8 +86,8 @@ def math_reward(completion: str, answer: str) -> float:
 
 
 def joined_boxes(text: str) -> str:
-    """The last \\boxed{...} with the boxes that a short joiner ties to it: "\\boxed{1} and \\boxed{2}",
-    "\\boxed{1}, \\boxed{2}" (but "\\boxed{1/2} no wait \\boxed{7}" is 7)."""
+    """The last \\boxed{...} with the boxes that a short joiner ties to it: "\\boxed{1} and
+    \\boxed{2}", "\\boxed{1}, \\boxed{2}" (but "\\boxed{1/2} no wait \\boxed{7}" is 7)."""
     last = text.rfind("\\boxed{")
     text = text[max(0, last - 2 * MAX_ANSWER_CHARS):last + MAX_ANSWER_CHARS + len("\\boxed{}")]
     boxes = [(box.start(), box_at(text, box.start())[1]) for box in re.finditer(r"\\boxed\{", text)]
@@ -99,8 +102,8 @@ def joined_boxes(text: str) -> str:
 
 @functools.lru_cache(maxsize=4096)  # a reference is read once for all its samples
 def plain_value(answer: str, decimal_comma: bool = True) -> Fraction | None:
-    """The value of an answer that is plain arithmetic as a whole: 1,234, 1 000, -.5, 3/4, 2^10, and with
-    decimal_comma 0,5 (in LaTeX, 1,2 is a list)."""
+    """The value of an answer that is plain arithmetic as a whole: 1,234, 1 000, -.5, 3/4, 2^10, and
+    with decimal_comma 0,5 (in LaTeX, 1,2 is a list)."""
     answer = answer.strip().rstrip(".").replace("×", "*").replace("÷", "/")
     if decimal_comma and DECIMAL_COMMA.fullmatch(answer):
         answer = answer.replace(",", ".")
@@ -109,9 +112,10 @@ def plain_value(answer: str, decimal_comma: bool = True) -> Fraction | None:
 
 
 def plain_answer(text: str) -> str | None:
-    """The last plain answer of a text: the last run of arithmetic after its last LaTeX mark and its last =,
-    standing alone (2 in AZYUK2A is none); a run that continues an expression (+ 3 in 2y + 3) gives the
-    expression. A number inside a fraction, an exponent or an equation is never taken alone."""
+    """The last plain answer of a text: the last run of arithmetic after its last LaTeX mark and its
+    last =, standing alone (2 in AZYUK2A is none); a run that continues an expression (+ 3 in 2y +
+    3) gives the expression. A number inside a fraction, an exponent or an equation is never taken
+    alone."""
     tail = LATEX_MARK.split(text[-MAX_EXPR_CHARS:])[-1].rsplit("=", 1)[-1]
     runs = [run for run in PLAIN_SPAN.finditer(tail) if any(c.isdigit() for c in run[0])
             and (tail[:run.start()][-1:] or " ") in " \n\t:("]
@@ -133,13 +137,14 @@ SYMPY_LITERAL = re.compile(r"from sympy import \*|[A-Za-z_]\w* ?|"  # what sympy
 
 
 def literals_only(python_eval):
-    """eval or exec, refusing in sympy's parse_expr (the one way from text to Python: latex2sympy reads a
-    number token by sympy.Number(text)) anything but "from sympy import *", a name, and a literal such as
-    "Integer (12 )". sympy's own generated code, and imports, run as before."""
+    """eval or exec, refusing in sympy's parse_expr (the one way from text to Python: latex2sympy
+    reads a number token by sympy.Number(text)) anything but "from sympy import *", a name, and a
+    literal such as "Integer (12 )". sympy's own generated code, and imports, run as before."""
     def guarded(source, *scopes):
         parsing = sys._getframe(1).f_globals.get("__name__") == "sympy.parsing.sympy_parser"
         if parsing and not (isinstance(source, str) and SYMPY_LITERAL.fullmatch(source)):
-            raise PermissionError(f"the math verifier runs no text but sympy literals: {source!r:.80}")
+            raise PermissionError(f"the math verifier runs no text but sympy literals: "
+                                  f"{source!r:.80}")
         return python_eval(source, *scopes)
     return guarded
 
@@ -166,8 +171,8 @@ def math_verify_worker():  # one JSON request a line in, one answer a line out
 
 class MathVerifier:
     """math-verify behind a pipe: es_grpo.latex_compare's contract. compare() answers within
-    es_grpo.MATH_SECONDS or kills the worker, answers "not found", and starts a new one on the next call;
-    one call at a time, any thread."""
+    es_grpo.MATH_SECONDS or kills the worker, answers "not found", and starts a new one on the next
+    call; one call at a time, any thread."""
     START_SECONDS = 120  # importing sympy and math-verify, once per worker
 
     def __init__(self):
@@ -188,7 +193,8 @@ class MathVerifier:
                 return False, False, ""
 
     def start(self):
-        source = "\n".join(inspect.getsource(f) for f in (literals_only, latex_compare, math_verify_worker))
+        source = "\n".join(inspect.getsource(f) for f in (literals_only, latex_compare,
+                                                          math_verify_worker))
         head = (f"import re\nimport sys\nimport threading\nMAX_ANSWER_CHARS = {MAX_ANSWER_CHARS}\n"
                 f"SYMPY_LITERAL = re.compile({SYMPY_LITERAL.pattern!r})\n")
         program = f"{head}{source}\nmath_verify_worker()"

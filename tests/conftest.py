@@ -10,13 +10,16 @@ import sys
 from pathlib import Path
 from types import SimpleNamespace
 
-os.environ.setdefault("HF_HUB_OFFLINE", "1")  # read when huggingface_hub is imported: tests never wait on a hub
+# read when huggingface_hub is imported: tests never wait on a hub
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
 
 import pytest  # noqa: E402
 import torch  # noqa: E402
 
-# One thread for the tests in this process, and the scripts they start: the tiny model's operations are too
-# small for a second thread to pay (quick reproduction: 42 s with 2 threads, 46 s with 1, but 61 s of CPU
+# One thread for the tests in this process, and the scripts they start: the tiny model's operations
+# are too
+# small for a second thread to pay (quick reproduction: 42 s with 2 threads, 46 s with 1, but 61 s
+# of CPU
 # against 45), and the two-rank launches running meanwhile get the other core.
 os.environ["OMP_NUM_THREADS"] = "1"
 torch.set_num_threads(1)
@@ -24,7 +27,8 @@ torch.set_num_threads(1)
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 
-if os.environ.get("ES_GRPO_FILE"):  # tests/exercises.py check: a student's copy is es_grpo for every import
+# tests/exercises.py check: a student's copy is es_grpo for every import
+if os.environ.get("ES_GRPO_FILE"):
     spec = importlib.util.spec_from_file_location("es_grpo", os.environ["ES_GRPO_FILE"])
     sys.modules["es_grpo"] = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(sys.modules["es_grpo"])
@@ -33,9 +37,9 @@ import es_grpo  # noqa: E402
 
 
 def in_process(main, *argv) -> SimpleNamespace:
-    """main(argv) run in this process, reported as a subprocess would be: returncode, stdout and stderr
-    (a SystemExit with a message prints it and exits 1, as Python does). Saves starting an interpreter and
-    importing torch and transformers for each command."""
+    """main(argv) run in this process, reported as a subprocess would be: returncode, stdout and
+    stderr (a SystemExit with a message prints it and exits 1, as Python does). Saves starting an
+    interpreter and importing torch and transformers for each command."""
     out, err, code = io.StringIO(), io.StringIO(), 0
     with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
         try:
@@ -58,16 +62,19 @@ def run_scale(*argv) -> SimpleNamespace:
     return in_process(train.main, *argv)
 
 
-TINY_RUN = ["--steps", "2", "--es-population", "2", "--es-prompts", "4", "--grpo-prompts", "2", "--grpo-group", "2",
+TINY_RUN = ["--steps", "2", "--es-population", "2", "--es-prompts", "4", "--grpo-prompts", "2",
+            "--grpo-group", "2",
             "--eval-problems", "3", "--heldout-problems", "2", "--eval-samples", "16"]
 
 
 @pytest.fixture(scope="session")
 def finished_run(tmp_path_factory):
-    """A finished GRPO->ES run of `python es_grpo.py` with TINY_RUN and a trajectory point at update 2 (4
-    samples): its folder and result, shared by the tests that read a run (none may change it)."""
+    """A finished GRPO->ES run of `python es_grpo.py` with TINY_RUN and a trajectory point at update
+    2 (4 samples): its folder and result, shared by the tests that read a run (none may change
+    it)."""
     out = tmp_path_factory.mktemp("finished") / "run"
-    return out, run_es_grpo(*TINY_RUN, "--eval-every", "2", "--trajectory-samples", "4", "--out", str(out))
+    return out, run_es_grpo(*TINY_RUN, "--eval-every", "2", "--trajectory-samples", "4", "--out",
+                            str(out))
 
 
 @pytest.fixture(scope="session")
@@ -86,13 +93,14 @@ def fresh_tiny():
 
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected what will not run
 def pytest_collection_modifyitems(session, config, items):
-    """tests/test_scale.py's two-rank launches start now, in the background, and so do the long commands of
-    test_reproduction.py, test_reports.py and test_docs.py (in `later`'s lane), if a test that reads them will
-    run."""
+    """tests/test_scale.py's two-rank launches start now, in the background, and so do the long
+    commands of test_reproduction.py, test_reports.py and test_docs.py (in `later`'s lane), if a
+    test that reads them will run."""
     if any({"shared", "faulty_jobs"} & set(getattr(item, "fixturenames", ())) for item in items):
         import test_scale
         test_scale.start_background(config._tmp_path_factory.mktemp("background"))
-    names = {item.name for item in items}  # the lane's jobs, in the order their tests run: last of all
+    # the lane's jobs, in the order their tests run: last of all
+    names = {item.name for item in items}
     waiting = [item for item in items if item.name in LANE_TESTS]
     items[:] = [item for item in items if item.name not in LANE_TESTS] + waiting
     if "test_the_bench_starts_its_children_as_modules" in names:
@@ -106,14 +114,17 @@ def pytest_collection_modifyitems(session, config, items):
         test_reports.start_tiny_remake(config._tmp_path_factory.mktemp("tiny"))
 
 
-LATER = concurrent.futures.ThreadPoolExecutor(max_workers=1)  # one background lane for long commands
-LANE_TESTS = ("test_the_bench_starts_its_children_as_modules", "test_quick_reproduction_report_end_to_end",
-              "test_the_tiny_report_is_what_the_code_makes_of_its_runs")  # read the lane: run at the end
+# one background lane for long commands
+LATER = concurrent.futures.ThreadPoolExecutor(max_workers=1)
+LANE_TESTS = ("test_the_bench_starts_its_children_as_modules",
+              "test_quick_reproduction_report_end_to_end", # read the lane: run at the end
+              "test_the_tiny_report_is_what_the_code_makes_of_its_runs")
 
 
 def later(job) -> concurrent.futures.Future:
-    """job() in the background lane, once the lane's earlier jobs have ended: beside tests/test_scale.py's
-    two-rank launches, on the core the in-process tests leave idle. A test reads the future's result."""
+    """job() in the background lane, once the lane's earlier jobs have ended: beside
+    tests/test_scale.py's two-rank launches, on the core the in-process tests leave idle. A test
+    reads the future's result."""
     return LATER.submit(job)
 
 
@@ -121,7 +132,8 @@ STARTED: list = []  # the lane's processes: ended with the session
 
 
 def command(argv: list[str], cwd: Path, logs: Path) -> subprocess.Popen:
-    """`python ARGV` run in cwd on one thread to its end, its output in logs/out.txt and logs/err.txt."""
+    """`python ARGV` run in cwd on one thread to its end, its output in logs/out.txt and
+    logs/err.txt."""
     with (logs / "out.txt").open("w") as out, (logs / "err.txt").open("w") as err:
         process = subprocess.Popen([sys.executable, *argv], cwd=cwd, stdout=out, stderr=err,
                                    env={**os.environ, "OMP_NUM_THREADS": "1"})
@@ -133,7 +145,8 @@ def command(argv: list[str], cwd: Path, logs: Path) -> subprocess.Popen:
 def pytest_sessionfinish(session, exitstatus):
     if "test_scale" in sys.modules:
         sys.modules["test_scale"].stop_background()
-    LATER.shutdown(wait=False, cancel_futures=True)  # the session stopped before a test read its command
+    # the session stopped before a test read its command
+    LATER.shutdown(wait=False, cancel_futures=True)
     for process in STARTED:
         if process.poll() is None:
             process.terminate()
@@ -145,8 +158,8 @@ def pytest_addoption(parser):
 
 
 def es_step_recording_rewards(model, tokenizer, problems, args, seed=1, batched=None):
-    """es_step's statistics, the member rewards it normalised, its master after the update, and the texts;
-    batched: scale/population.py's mode (None: es_grpo's members one at a time)."""
+    """es_step's statistics, the member rewards it normalised, its master after the update, and the
+    texts; batched: scale/population.py's mode (None: es_grpo's members one at a time)."""
     from scale.population import PopulationScorer
     model = copy.deepcopy(model)
     params = list(model.parameters())
@@ -175,43 +188,48 @@ def countdown_file(path, count, start=0):
 
 
 GSM8K = [
-    {"question": "Natalia sold clips to 48 of her friends in April, and then she sold half as many clips in May. "
-                 "How many clips did Natalia sell altogether in April and May?",
-     "answer": "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = <<48+24=72>>72 clips "
-               "altogether in April and May.\n#### 72"},
-    {"question": "Weng earns $12 an hour for babysitting. Yesterday, she just did 50 minutes of babysitting. "
-                 "How much did she earn?",
-     "answer": "Weng earns 12/60 = $<<12/60=0.2>>0.2 per minute.\nWorking 50 minutes, she earned 0.2 x 50 = "
-               "$<<0.2*50=10>>10.\n#### 10"},
+    {"question": "Natalia sold clips to 48 of her friends in April, and then she sold half as many "
+                 "clips in May. " "How many clips did Natalia sell altogether in April and May?",
+     "answer": "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = "
+               "<<48+24=72>>72 clips " "altogether in April and May.\n#### 72"},
+    {"question": "Weng earns $12 an hour for babysitting. Yesterday, she just did 50 minutes of "
+                 "babysitting. " "How much did she earn?",
+     "answer": "Weng earns 12/60 = $<<12/60=0.2>>0.2 per minute.\nWorking 50 minutes, she earned "
+               "0.2 x 50 = " "$<<0.2*50=10>>10.\n#### 10"},
     {"question": "A company spends $1,200 a month. How much in a year?",
      "answer": "12 * 1,200 = $<<12*1200=14400>>14,400\n#### 14,400"},
 ]
 
 
 FUSED = {".q_proj.": ".qkv_proj.", ".k_proj.": ".qkv_proj.", ".v_proj.": ".qkv_proj.",
-         ".gate_proj.": ".gate_up_proj.", ".up_proj.": ".gate_up_proj."}  # vLLM 0.33.0 llama.py: hf_to_vllm_mapper
+         # vLLM 0.33.0 llama.py: hf_to_vllm_mapper
+         ".gate_proj.": ".gate_up_proj.", ".up_proj.": ".gate_up_proj."}
 
 
 class FakeEngine:
-    """Stands in for vllm.LLM where the real engine cannot run: in the main test tier (vLLM is not installed
-    there) for what a CPU engine cannot show, the code paths of CUDA-only scripts (scale/gpu_check.py) and
-    the collective creation of an engine on every rank (tests/dist_jobs.py). Everything else about the engine
-    (greedy decoding equal to es_grpo.rollout, reloads of whole fused layers, the tied head, ES inside the
-    engine bit-exact, stop tokens, two ranks, teardown) is tested on the real CPU engine in tests/test_vllm.py.
+    """Stands in for vllm.LLM where the real engine cannot run: in the main test tier (vLLM is not
+    installed there) for what a CPU engine cannot show, the code paths of CUDA-only scripts
+    (scale/gpu_check.py) and the collective creation of an engine on every rank
+    (tests/dist_jobs.py). Everything else about the engine (greedy decoding equal to
+    es_grpo.rollout, reloads of whole fused layers, the tied head, ES inside the engine bit-exact,
+    stop tokens, two ranks, teardown) is tested on the real CPU engine in tests/test_vllm.py.
 
-    It holds the weights as vLLM holds a Llama's (q, k and v fused into one qkv_proj tensor, gate and up into
-    gate_up_proj, a tied head not loaded by name), refuses a reload that leaves a fused layer partly loaded,
-    as the real reload would leave it uninitialised, and decodes with a transformers copy rebuilt from the
-    fused tensors."""
+    It holds the weights as vLLM holds a Llama's (q, k and v fused into one qkv_proj tensor, gate
+    and up into gate_up_proj, a tied head not loaded by name), refuses a reload that leaves a fused
+    layer partly loaded, as the real reload would leave it uninitialised, and decodes with a
+    transformers copy rebuilt from the fused tensors."""
 
     def __init__(self, model, tokenizer, dtype=None):
-        self.model, self.tokenizer, self.generated_with, self.loads = copy.deepcopy(model), tokenizer, [], 0
-        self.slices, self.fused, parts = {}, {}, {}  # transformers name -> (vLLM name, rows); vLLM tensors
+        self.model, self.tokenizer, self.generated_with, self.loads = (copy.deepcopy(model),
+                                                                       tokenizer, [], 0)
+        # transformers name -> (vLLM name, rows); vLLM tensors
+        self.slices, self.fused, parts = {}, {}, {}
         for name, param in model.named_parameters():
             fused = next((name.replace(hf, vllm) for hf, vllm in FUSED.items() if hf in name), name)
             parts.setdefault(fused, []).append((name, param.detach().clone()))
         for fused, named in parts.items():
-            self.fused[fused] = torch.cat([tensor for _, tensor in named]).to(dtype or named[0][1].dtype)
+            self.fused[fused] = torch.cat([tensor for _,
+                                           tensor in named]).to(dtype or named[0][1].dtype)
             start = 0
             for name, tensor in named:
                 self.slices[name] = (fused, slice(start, start + len(tensor)))
@@ -222,7 +240,8 @@ class FakeEngine:
         self.loads += 1
         named = dict(weights)
         loaded = {self.slices[name][0] for name in named}
-        partial = [name for name, (fused, _) in self.slices.items() if fused in loaded and name not in named]
+        partial = [name for name,
+                   (fused, _) in self.slices.items() if fused in loaded and name not in named]
         if partial:
             raise ValueError(f"fused layers partly loaded: {partial} missing")
         for name, tensor in named.items():
@@ -243,41 +262,51 @@ class FakeEngine:
 
     @torch.no_grad()
     def generate(self, prompts, params, use_tqdm):
-        """Prompts arrive as token ids, each request samples with its own seed, and stops at any of its
-        stop_token_ids, which stays in its token_ids."""
+        """Prompts arrive as token ids, each request samples with its own seed, and stops at any of
+        its stop_token_ids, which stays in its token_ids."""
         assert all(prompt.keys() == {"prompt_token_ids"} for prompt in prompts)
         own = dict(self.model.named_parameters())
         for name, tensor in self.transformers_weights().items():
             own[name].data.copy_(tensor)
-        self.generated_with.append({name: tensor.clone() for name, tensor in self.transformers_weights().items()})
+        self.generated_with.append({name: tensor.clone() for name,
+                                    tensor in self.transformers_weights().items()})
         outputs = []
         for prompt, p in zip(prompts, params):
             ids, generator = list(prompt["prompt_token_ids"]), torch.Generator().manual_seed(p.seed)
             completion = []
-            while len(completion) < p.max_tokens and not (completion and completion[-1] in p.stop_token_ids):
-                logits = self.model(input_ids=torch.tensor([ids + completion])).logits[:, -1].float()  # (1, V)
+            while len(completion) < p.max_tokens and not (completion and completion[-1]
+                                                          in p.stop_token_ids):
+                logits = self.model(  # (1, V)
+                    input_ids=torch.tensor([ids + completion])).logits[:, -1].float()
                 uniform = torch.rand(1, generator=generator)
-                completion.append(int(es_grpo.sample_tokens(logits, p.temperature, p.top_p, uniform)[0]))
+                completion.append(int(es_grpo.sample_tokens(logits, p.temperature, p.top_p,
+                                                            uniform)[0]))
             outputs.append(SimpleNamespace(outputs=[SimpleNamespace(token_ids=completion)]))
         return outputs
 
 
-SMALL_RUN = ["--steps", "2", "--es-population", "2", "--es-prompts", "2", "--grpo-prompts", "2", "--grpo-group", "2",
-             "--eval-problems", "2", "--heldout-problems", "1", "--eval-samples", "16", "--max-new-tokens", "6"]
+SMALL_RUN = ["--steps", "2", "--es-population", "2", "--es-prompts", "2", "--grpo-prompts", "2",
+             "--grpo-group", "2",
+             "--eval-problems", "2", "--heldout-problems", "1", "--eval-samples", "16",
+             "--max-new-tokens", "6"]
 
 
 def report_copy(tmp_path: Path, folder: str, model: str = "") -> list[str]:
-    """A committed report (`folder` under the repository) copied into tmp_path, as its REPORT.md's command
-    would remake it there: the command's argv (its third line), with --saved-only (from its committed runs and
-    saved analyses, nothing trained or measured: a run not finished, or an analysis whose saved key the code no
-    longer gives, fails naming it). model: the folder the command's --model names, linked into the copy."""
+    """A committed report (`folder` under the repository) copied into tmp_path, as its REPORT.md's
+    command would remake it there: the command's argv (its third line), with --saved-only (from its
+    committed runs and saved analyses, nothing trained or measured: a run not finished, or an
+    analysis whose saved key the code no longer gives, fails naming it). model: the folder the
+    command's --model names, linked into the copy."""
     import shutil
-    shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns(  # weights too, if kept
+    # weights too, if kept
+    shutil.copytree(ROOT / folder, tmp_path / folder, ignore=shutil.ignore_patterns(
         "REPORT.md", "report.json", "*.png", "again", "stage*-*", "checkpoint.pt", "lock"))
-    beside = Path(folder).parent / "report.json"  # the tiny report a larger model's is compared with
+    # the tiny report a larger model's is compared with
+    beside = Path(folder).parent / "report.json"
     if (ROOT / beside).is_file() and folder != "report":
         shutil.copy(ROOT / beside, tmp_path / beside)
-    argv = (ROOT / folder / "REPORT.md").read_text().splitlines()[2].split("`python eval.py ")[1].split("`")[0]
+    argv = (ROOT / folder
+            / "REPORT.md").read_text().splitlines()[2].split("`python eval.py ")[1].split("`")[0]
     argv = [*argv.split(), "--saved-only"]
     if model:
         named = tmp_path / argv[argv.index("--model") + 1]

@@ -71,7 +71,8 @@ def test_tokenizer_without_pad_token_is_handled(tmp_path):
     assert AutoTokenizer.from_pretrained(folder).pad_token is None  # the case under test
     model, tokenizer = es_grpo.load_model(str(folder))
     assert tokenizer.pad_token_id == tokenizer.eos_token_id
-    roll = es_grpo.rollout(model, tokenizer, ["C3,5,7=56:", "A12+30:"], es_grpo.Sampling(max_new_tokens=4))
+    roll = es_grpo.rollout(model, tokenizer, ["C3,5,7=56:", "A12+30:"],
+                           es_grpo.Sampling(max_new_tokens=4))
     assert len(roll.texts) == 2
 
 
@@ -79,7 +80,8 @@ def test_bad_data_or_model_exits_2_with_one_line_leaves_nothing_and_the_retry_ju
     data, out = tmp_path / "train.jsonl", tmp_path / "run"
     data.write_text('{"numbers": [1, 2, 3], "target": 6}\n{oops\n')
     for command, flags, message in [
-            (run_scale, ["--data", str(data)], f"{data}:2: not valid JSON"),  # data files: scale.train's
+            # data files: scale.train's
+            (run_scale, ["--data", str(data)], f"{data}:2: not valid JSON"),
             (run_scale, ["--data", str(tmp_path / "nowhere.jsonl")], "nowhere.jsonl: cannot read"),
             (run_es_grpo, ["--model", str(tmp_path / "typo")], "typo: no such folder"),
             (run_scale, ["--model", str(tmp_path)], "has no config.json")]:
@@ -96,12 +98,16 @@ def test_bad_data_or_model_exits_2_with_one_line_leaves_nothing_and_the_retry_ju
 
 
 def test_eval_data_and_task_choose_the_problems(tmp_path):
-    train, evaluation = countdown_file(tmp_path / "train.jsonl", 10), countdown_file(tmp_path / "eval.jsonl", 3, 50)
+    train, evaluation = countdown_file(tmp_path / "train.jsonl",
+                                       10), countdown_file(tmp_path / "eval.jsonl", 3, 50)
     out = tmp_path / "run"
-    result = run_scale(*SMALL_RUN, "--algo", "es", "--steps", "1", "--eval-problems", "5", "--data", str(train),
+    result = run_scale(*SMALL_RUN, "--algo", "es", "--steps", "1", "--eval-problems", "5",
+                       "--data", str(train),
                          "--eval-data", str(evaluation), "--task", "countdown", "--out", str(out))
     assert result.returncode == 0, result.stderr[-2000:]
-    assert "10 training / 3 eval problems" in result.stdout  # all of --data trains; --eval-data evaluates
+    # all of --data trains; --eval-data evaluates
+    assert "10 training / 3 eval problems" in result.stdout
     assert len(summary_of(out)[0]["correct"]) == 3
-    as_math = run_scale(*SMALL_RUN, "--data", str(train), "--task", "math", "--out", str(tmp_path / "never"))
+    as_math = run_scale(*SMALL_RUN, "--data", str(train), "--task", "math", "--out",
+                        str(tmp_path / "never"))
     assert as_math.returncode == 2 and "train.jsonl:1: math needs 'question'" in as_math.stderr

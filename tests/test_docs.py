@@ -1,7 +1,8 @@
-"""Every command the docs give (README.md, scale/README.md, tests/EXERCISES.md, report/NOTES.md) runs from the
-checkout as a user types it: each entry point starts as Python starts it (its --help, or a run where one is
-seconds), and the flags the docs give es_grpo.py and scale.train parse. What cannot run here (a hub id, CUDA,
-eight GPUs) is checked as far as that: its flags. A command the docs add without a check here fails."""
+"""Every command the docs give (README.md, scale/README.md, tests/EXERCISES.md, report/NOTES.md)
+runs from the checkout as a user types it: each entry point starts as Python starts it (its --help,
+or a run where one is seconds), and the flags the docs give es_grpo.py and scale.train parse. What
+cannot run here (a hub id, CUDA, eight GPUs) is checked as far as that: its flags. A command the
+docs add without a check here fails."""
 import ast
 import importlib
 import io
@@ -20,17 +21,18 @@ import pytest
 import es_grpo
 from conftest import ROOT, in_process, later
 
-DOCS = ("README.md", "scale/README.md", "tests/EXERCISES.md", "report/NOTES.md", "docs/real-model.md",
-        "docs/reproduction.md")
-EVAL_COMMANDS = ("reproduce", "sweep", "drift", "sparsity", "diversity", "forgetting", "curves", "verifier")
+DOCS = ("README.md", "scale/README.md", "tests/EXERCISES.md", "report/NOTES.md",
+        "docs/real-model.md", "docs/reproduction.md")
+EVAL_COMMANDS = ("reproduce", "sweep", "drift", "sparsity", "diversity", "forgetting", "curves",
+                 "verifier")
 EXERCISE_COMMANDS = ("list", "make", "check")
-PLACEHOLDERS = {"$M": "tiny", "$D": "", "$R": "", "$flags": "", "MODEL": "tiny", "LINE": "", "RUN": "runs/x",
-                "S": "0", "T": "0.6", "LR": "1e-5"}
+PLACEHOLDERS = {"$M": "tiny", "$D": "", "$R": "", "$flags": "", "MODEL": "tiny", "LINE": "",
+                "RUN": "runs/x", "S": "0", "T": "0.6", "LR": "1e-5"}
 
 
 def documented_commands() -> list[tuple[str, str]]:
-    """(document, command) for every `python ...` and `torchrun ...` the docs show, in code blocks (continued
-    lines joined, comments dropped) and inline."""
+    """(document, command) for every `python ...` and `torchrun ...` the docs show, in code blocks
+    (continued lines joined, comments dropped) and inline."""
     found = []
     for doc in DOCS:
         text = (ROOT / doc).read_text()
@@ -39,14 +41,14 @@ def documented_commands() -> list[tuple[str, str]]:
                 command = re.split(r"\s#\s|\s+#\s", line.strip())[0].strip()
                 command = re.sub(r"^.*?\|\s*while read.*", "", command)
                 found += [(doc, command)] if re.match(r"(python|torchrun) ", command) else []
-        found += [(doc, c) for c in re.findall(r"`((?:python|torchrun) [^`]+)`", re.sub(r"```.*?```", "", text,
-                                                                                         flags=re.S))]
+        found += [(doc, c) for c in re.findall(r"`((?:python|torchrun) [^`]+)`",
+                                               re.sub(r"```.*?```", "", text, flags=re.S))]
     return found
 
 
 def entry_point(command: str) -> tuple[str, ...] | None:
-    """What a command starts: ("script", path[, subcommand]), ("module", name), ("torchrun", module), ("-c", code);
-    None for the test suite itself (python -m pytest)."""
+    """What a command starts: ("script", path[, subcommand]), ("module", name), ("torchrun",
+    module), ("-c", code); None for the test suite itself (python -m pytest)."""
     words = command.split()
     if words[0] == "torchrun":
         return ("torchrun", words[words.index("-m") + 1])
@@ -63,7 +65,8 @@ def fast_form(entry: tuple[str, ...], tmp) -> list[str]:
     """The argv (after the interpreter) that checks an entry point in seconds."""
     kind, name = entry[0], entry[1]
     if kind == "torchrun":
-        return ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1", "-m", name, "--help"]
+        return ["-m", "torch.distributed.run", "--standalone", "--nproc_per_node=1", "-m", name,
+                "--help"]
     if kind == "module":
         return ["-m", name] if name == "scale.memory" else ["-m", name, "--help"]
     if kind == "-c":
@@ -76,9 +79,11 @@ def fast_form(entry: tuple[str, ...], tmp) -> list[str]:
 
 
 def flags_of(command: str) -> list[str] | None:
-    """The flags a documented es_grpo.py or scale.train run gives, placeholders filled; None for other commands."""
+    """The flags a documented es_grpo.py or scale.train run gives, placeholders filled; None for
+    other commands."""
     words = [PLACEHOLDERS.get(word, word) for word in command.split()]
-    words = [("x" if before.startswith("--") else "") if word == "..." else word  # "--data ...": a value
+    # "--data ...": a value
+    words = [("x" if before.startswith("--") else "") if word == "..." else word
              for before, word in zip(["", *words], words)]
     words = [word for word in words if word]
     if words[:2] == ["python", "es_grpo.py"]:
@@ -91,19 +96,22 @@ def flags_of(command: str) -> list[str] | None:
 def test_the_docs_give_commands_and_each_has_a_check():
     commands = documented_commands()
     entries = {entry_point(c) for _, c in commands} - {None}
-    assert len(commands) > 40 and ("script", "es_grpo.py") in entries and ("module", "scale.bench") in entries
+    assert len(commands) > 40 and ("script",
+                                   "es_grpo.py") in entries and ("module", "scale.bench") in entries
     assert {entry[0] for entry in entries} <= {"script", "module", "torchrun", "-c"}
     scripts = {entry[1] for entry in entries if entry[0] == "script"}
-    assert scripts <= {"es_grpo.py", "eval.py", "tests/exercises.py", "tiny_model/pretrain.py"}, scripts
+    assert scripts <= {"es_grpo.py", "eval.py", "tests/exercises.py",
+                       "tiny_model/pretrain.py"}, scripts
 
 
 def test_every_documented_entry_point_starts_as_python_starts_it(tmp_path):
-    """Each distinct script, module and python -c, as the interpreter starts it (runpy; sys.path[0] the script's
-    folder, the working folder for -m, '' for -c), one after another in one fresh interpreter whose project modules
-    are imported anew for each; torchrun beside it in its own. A script's subcommands (eval.py drift, ...) answer
-    --help in this process, after the script itself started. A python -c that needs the hub (`datasets`) is
-    compiled, not run. One interpreter, not one each: each paid its torch and transformers imports (45 s of CI's
-    4 minutes for 13 of them)."""
+    """Each distinct script, module and python -c, as the interpreter starts it (runpy; sys.path[0]
+    the script's folder, the working folder for -m, '' for -c), one after another in one fresh
+    interpreter whose project modules are imported anew for each; torchrun beside it in its own. A
+    script's subcommands (eval.py drift, ...) answer --help in this process, after the script itself
+    started. A python -c that needs the hub (`datasets`) is compiled, not run. One interpreter, not
+    one each: each paid its torch and transformers imports (45 s of CI's 4 minutes for 13 of
+    them)."""
     entries = sorted({entry_point(c) for _, c in documented_commands()} - {None})
     hub = [e for e in entries if e[0] == "-c" and "load_dataset" in e[1]]
     for entry in hub:
@@ -127,7 +135,8 @@ def test_every_documented_entry_point_starts_as_python_starts_it(tmp_path):
         shared, *torchruns = pool.map(started, launches)
     assert shared.returncode == 0, shared.stderr[-2000:]
     exits = json.loads(shared.stdout.splitlines()[-1])
-    broken = [f"{' '.join(argv)}: exit {code}: {error[-300:]}" for argv, (code, error) in zip(argvs, exits)
+    broken = [f"{' '.join(argv)}: exit {code}: {error[-300:]}" for argv,
+              (code, error) in zip(argvs, exits)
               if code != 0]
     broken += [f"{' '.join(done.args[1:])}: exit {done.returncode}: {done.stderr.strip()[-300:]}"
                for done in torchruns if done.returncode != 0]
@@ -135,8 +144,10 @@ def test_every_documented_entry_point_starts_as_python_starts_it(tmp_path):
     assert len(argvs) + len(torchruns) >= 12 and torchruns
 
 
-# Runs each argv (json, argv[1]) as `python ARGV` would, in turn; prints [exit code, stderr's end] for each, as
-# json, on its last line. The checkout's modules are dropped before each, so each imports them from its own
+# Runs each argv (json, argv[1]) as `python ARGV` would, in turn; prints [exit code, stderr's end]
+# for each, as
+# json, on its last line. The checkout's modules are dropped before each, so each imports them from
+# its own
 # sys.path; installed packages (torch, transformers) stay imported.
 ONE_INTERPRETER = """
 import contextlib, io, json, os, runpy, sys, traceback
@@ -172,7 +183,8 @@ print(json.dumps(exits))
 
 
 def test_every_documented_run_gives_flags_that_parse(monkeypatch):
-    """The flags of each es_grpo.py and scale.train run the docs show (a hub id or CUDA included: only parsed)."""
+    """The flags of each es_grpo.py and scale.train run the docs show (a hub id or CUDA included:
+    only parsed)."""
     from scale import config, train
     monkeypatch.setattr(sys, "argv", ["scale.train"])
     checked = 0
@@ -180,9 +192,11 @@ def test_every_documented_run_gives_flags_that_parse(monkeypatch):
         flags = flags_of(command)
         if flags is None or "--help" in flags:
             continue
-        if "--resume" in flags:  # its folder's config would be read: only what comes beside it is parsed
+        # its folder's config would be read: only what comes beside it is parsed
+        if "--resume" in flags:
             at = flags.index("--resume")
-            flags = flags[:at] + flags[at + 1 + (at + 1 < len(flags) and not flags[at + 1].startswith("--")):]
+            flags = flags[:at] + flags[at + 1 + (at + 1 < len(flags)
+                                                 and not flags[at + 1].startswith("--")):]
         parse = es_grpo.parse_args
         if "scale.train" in command:
             parser = es_grpo.dataclass_parser(train.ScaleArgs, "scale.train", allow_abbrev=False)
@@ -198,17 +212,18 @@ BENCH: dict = {}  # the bench's child, started as the session begins (conftest.p
 
 
 def start_bench_child():
-    """scale.bench's smallest memory child, run in conftest.later's lane: it measures peak memory, not speed."""
+    """scale.bench's smallest memory child, run in conftest.later's lane: it measures peak memory,
+    not speed."""
     if not BENCH:
         from scale import bench
         BENCH["done"] = later(lambda: bench.in_child("inference", "tiny"))
 
 
 def test_the_bench_starts_its_children_as_modules(monkeypatch):
-    """scale.bench's memory and vllm parts run each configuration in a child started as `-m scale.bench` from
-    the repository's root (started as a file, `import es_grpo` failed); one child started, the smallest. A
-    child's refusal (measured in this process: a second child costs its imports) reaches the parent as an
-    error with its message."""
+    """scale.bench's memory and vllm parts run each configuration in a child started as `-m
+    scale.bench` from the repository's root (started as a file, `import es_grpo` failed); one child
+    started, the smallest. A child's refusal (measured in this process: a second child costs its
+    imports) reaches the parent as an error with its message."""
     from scale import bench
     start_bench_child()  # if the session did not start it
     measured = BENCH["done"].result()
@@ -216,12 +231,15 @@ def test_the_bench_starts_its_children_as_modules(monkeypatch):
     refused = in_process(bench.main, "--child", "nope", "tiny")
     assert refused.returncode == 1 and "--child: no configuration nope tiny" in refused.stderr
     child = subprocess.CompletedProcess([], refused.returncode, refused.stdout, refused.stderr)
-    monkeypatch.setattr(bench.harness, "subprocess", SimpleNamespace(run=lambda *args, **kwargs: child))
-    with pytest.raises(RuntimeError, match="child nope tiny exited 1: --child: no configuration nope tiny"):
+    monkeypatch.setattr(bench.harness, "subprocess",
+                        SimpleNamespace(run=lambda *args, **kwargs: child))
+    with pytest.raises(RuntimeError,
+                       match="child nope tiny exited 1: --child: no configuration nope tiny"):
         bench.in_child("nope", "tiny")
 
 
-README_BYTES, SENTENCE_WORDS = 12_000, 50  # the front door: a few screens, no sentence a paragraph long
+# the front door: a few screens, no sentence a paragraph long
+README_BYTES, SENTENCE_WORDS = 12_000, 50
 
 
 def prose(text: str) -> str:
@@ -232,28 +250,31 @@ def prose(text: str) -> str:
 
 
 def sentences(text: str) -> list[str]:
-    """The prose's sentences: split after . ! ? before a capital, a backquote or a bracket, and at blank
-    lines and list bullets."""
+    """The prose's sentences: split after . ! ? before a capital, a backquote or a bracket, and at
+    blank lines and list bullets."""
     parts = re.split(r"\n\s*\n|\n\s*[-*] |(?<=[.!?])\s+(?=[A-Z`(\[*])", prose(text))
     return [" ".join(part.split()) for part in parts if part.strip()]
 
 
 def test_the_readme_is_a_front_door_of_a_few_screens():
-    """README.md: at most README_BYTES, no sentence over SENTENCE_WORDS words, a picture, and what a teacher
-    needs (the paper-to-function table, the exercises) in its first half."""
+    """README.md: at most README_BYTES, no sentence over SENTENCE_WORDS words, a picture, and what a
+    teacher needs (the paper-to-function table, the exercises) in its first half."""
     readme = (ROOT / "README.md").read_text()
     assert len(readme.encode()) <= README_BYTES, f"README.md is {len(readme.encode())} bytes"
-    long = [f"{len(s.split())} words: {s[:80]}..." for s in sentences(readme) if len(s.split()) > SENTENCE_WORDS]
+    long = [f"{len(s.split())} words: {s[:80]}..." for s in sentences(readme) if len(s.split())
+            > SENTENCE_WORDS]
     assert not long, long
     assert re.search(r"!\[[^\]]+\]\(([^)]+\.png)\)", readme) and (ROOT / re.search(
         r"!\[[^\]]+\]\(([^)]+\.png)\)", readme).group(1)).is_file()
     half = len(readme) / 2
-    assert readme.index("| the paper | function |") < half and readme.index("tests/EXERCISES.md") < half
+    assert (readme.index("| the paper | function |") < half
+            and readme.index("tests/EXERCISES.md") < half)
 
 
 def headings(path: Path) -> set[str]:
     """A markdown file's section titles, and their GitHub anchors."""
-    titles = [line.lstrip("#").strip() for line in path.read_text().splitlines() if line.startswith("#")]
+    titles = [line.lstrip("#").strip() for line in path.read_text().splitlines()
+              if line.startswith("#")]
     slug = lambda title: re.sub(r"[^\w\- ]", "", title.lower()).replace(" ", "-")  # noqa: E731
     return set(titles) | {"#" + slug(title) for title in titles}
 
@@ -263,29 +284,34 @@ TEXT_FILES = ("*.md", "*.py", "*.sh", "*.json")
 
 
 def text_of(path: Path) -> str:
-    """A file's text as its reader sees it: a Python file's strings (adjacent literals joined, as the parser
-    joins them) and comments, so that a pointer split across source lines reads whole."""
+    """A file's text as its reader sees it: a Python file's strings (adjacent literals joined, as
+    the parser joins them) and comments, so that a pointer split across source lines reads whole."""
     text = path.read_text(errors="ignore")
     if path.suffix != ".py":
         return text
     strings = []
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.JoinedStr):
-            strings.append("".join(v.value if isinstance(v, ast.Constant) else "{}" for v in node.values))
+            strings.append("".join(v.value if isinstance(v,
+                                                         ast.Constant) else "{}" for v
+                                                         in node.values))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             strings.append(node.value)
-    comments = [token.string.lstrip("# ") for token in tokenize.generate_tokens(io.StringIO(text).readline)
+    comments = [token.string.lstrip("# ") for token
+                in tokenize.generate_tokens(io.StringIO(text).readline)
                 if token.type == tokenize.COMMENT]
     return "\n".join([*strings, " ".join(comments)])
 
 
 def pointers() -> list[tuple[str, str, str]]:
-    """(where, file, target) for every markdown link to a local file (target: its #anchor or "") in the docs,
-    and every pointer to a section by name (a file's name, a comma, the section's title in double quotes)
-    anywhere in the repository's text, the dated archive (history as it was written) left out."""
+    """(where, file, target) for every markdown link to a local file (target: its #anchor or "") in
+    the docs, and every pointer to a section by name (a file's name, a comma, the section's title in
+    double quotes) anywhere in the repository's text, the dated archive (history as it was written)
+    left out."""
     found = []
     for path in sorted(p for pattern in TEXT_FILES for p in ROOT.rglob(pattern)
-                       if ".git" not in p.parts and "archive" not in p.parts and "runs" not in p.parts):
+                       if ".git" not in p.parts and "archive" not in p.parts and "runs" not
+                       in p.parts):
         text, where = text_of(path), str(path.relative_to(ROOT))
         for file, title in SECTION_POINTER.findall(text):
             found.append((where, file, " ".join(title.split())))
@@ -293,15 +319,16 @@ def pointers() -> list[tuple[str, str, str]]:
             for link in re.findall(r"\]\(([^)\s]+)\)", text):
                 if not re.match(r"[a-z]+:", link):
                     file, _, anchor = link.partition("#")
-                    found.append((where, str((path.parent / file).relative_to(ROOT)) if file else where,
+                    found.append((where,
+                                  str((path.parent / file).relative_to(ROOT)) if file else where,
                                   "#" + anchor if anchor else ""))
     return found
 
 
 def test_every_link_and_section_pointer_resolves():
-    """Every local link of the docs reaches a file (and its #anchor a section), and every pointer to a section
-    by name in the repository names a section its file has (the file found from the repository's root, or
-    from the pointing file's folder)."""
+    """Every local link of the docs reaches a file (and its #anchor a section), and every pointer to
+    a section by name in the repository names a section its file has (the file found from the
+    repository's root, or from the pointing file's folder)."""
     dead, checked = [], 0
     for where, file, target in pointers():
         candidates = [ROOT / file, ROOT / Path(where).parent / file]
@@ -319,27 +346,35 @@ def numbers(text: str) -> list[str]:
 
 
 def test_the_figures_the_docs_quote_are_their_files():
-    """The README's default-run table is what `python es_grpo.py` printed for its run folder (every column the
-    script prints), each results line's verdicts and numbers are the reports' it names, and EXERCISES.md's
-    table of the schedules' ends is REPORT.md's (so a report made again cannot leave the docs behind)."""
+    """The README's default-run table is what `python es_grpo.py` printed for its run folder (every
+    column the script prints), each results line's verdicts and numbers are the reports' it names,
+    and EXERCISES.md's table of the schedules' ends is REPORT.md's (so a report made again cannot
+    leave the docs behind)."""
     readme = (ROOT / "README.md").read_text()
-    summary = json.loads((ROOT / "report" / "readme-runs" / "default-s0" / "summary.json").read_text())
-    table = es_grpo.markdown_table({row["name"]: row for row in summary["stages"]}, es_grpo.TABLE_COLUMNS, "stage")
+    summary = json.loads((ROOT / "report" / "readme-runs" / "default-s0"
+                          / "summary.json").read_text())
+    table = es_grpo.markdown_table({row["name"]: row for row in summary["stages"]},
+                                   es_grpo.TABLE_COLUMNS, "stage")
     assert table in readme
-    reports = {"tiny": ROOT / "report" / "report.json", "real": ROOT / "report" / "real-cpu" / "report.json"}
-    verdicts = {name: {claim["claim"]: claim["verdict"] for claim in json.loads(path.read_text())["claims"]}
+    reports = {"tiny": ROOT / "report" / "report.json",
+               "real": ROOT / "report" / "real-cpu" / "report.json"}
+    verdicts = {name: {claim["claim"]: claim["verdict"] for claim
+                       in json.loads(path.read_text())["claims"]}
                 for name, path in reports.items()}
     results = readme[readme.index("## Results"):].split("\n## ")[0]
     rows = [line for line in results.splitlines() if re.match(r"\| [1-6]\. ", line)]
     assert len(rows) == 6
     for row in rows:
         number, tiny, real = int(row[2]), *row.split(" | ")[1:3]
-        assert (tiny, real.rstrip(" |")) == (verdicts["tiny"][number], verdicts["real"][number]), row
+        assert (tiny, real.rstrip(" |")) == (verdicts["tiny"][number],
+                                             verdicts["real"][number]), row
     texts = {name: (path.parent / "REPORT.md").read_text() for name, path in reports.items()}
     ends = texts["tiny"].split("## Models at the end of each schedule")[1].split("\n## ")[0]
-    models = {line.split(" | ")[0].strip("| "): line for line in ends.splitlines() if line.startswith("| ")}
+    models = {line.split(" | ")[0].strip("| "): line for line in ends.splitlines()
+              if line.startswith("| ")}
     exercise = (ROOT / "tests" / "EXERCISES.md").read_text()
-    quoted = [line for line in exercise.splitlines() if re.match(r"\| (base|GRPO|ES)", line) and "±" in line]
+    quoted = [line for line in exercise.splitlines() if re.match(r"\| (base|GRPO|ES)", line)
+              and "±" in line]
     assert len(quoted) == 4
     for line in quoted:  # EXERCISES.md's table of the schedules' ends: REPORT.md's cells
         cells = line.strip("| ").split(" | ")

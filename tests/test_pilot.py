@@ -1,5 +1,6 @@
-"""The real model's power plan (analyses/reproduction/pilot.py): the Pass@k estimator's sampling variance, the
-problems a difference needs, and `eval.py pilot` end to end on the tiny model (the real model's run: report/real)."""
+"""The real model's power plan (analyses/reproduction/pilot.py): the Pass@k estimator's sampling
+variance, the problems a difference needs, and `eval.py pilot` end to end on the tiny model (the
+real model's run: report/real)."""
 import json
 import math
 
@@ -31,15 +32,18 @@ def test_the_problems_needed_are_the_fewest_at_which_sampling_lets_the_effect_be
         needed = pilot.problems_needed(correct, 64, k, effect)
         assert pilot.Z_POWER * pilot.sampling_se(correct, 64, k, needed) <= effect
         assert needed == 1 or pilot.Z_POWER * pilot.sampling_se(correct, 64, k, needed - 1) > effect
-    assert pilot.problems_needed(correct, 64, 32, 0.01) > 4 * pilot.problems_needed(correct, 64, 32, 0.02) - 4
+    assert pilot.problems_needed(correct, 64, 32,
+                                 0.01) > 4 * pilot.problems_needed(correct, 64, 32, 0.02) - 4
 
 
 def test_entropys_sampling_variance_matches_a_simulation():
-    """Two models of one spread, each sampled on the same problems: the variance of their token entropies'
-    difference, simulated, is what the pilot's samples predict at another count of samples; read unpaired it
-    is larger (the problems differ), and a family with no spread within problems predicts none."""
+    """Two models of one spread, each sampled on the same problems: the variance of their token
+    entropies' difference, simulated, is what the pilot's samples predict at another count of
+    samples; read unpaired it is larger (the problems differ), and a family with no spread within
+    problems predicts none."""
     rng, problems, pilot_n, n = np.random.default_rng(0), 40, 64, 16
-    level, tokens = rng.uniform(0.5, 2.0, problems), rng.integers(10, 60, problems)  # each problem's own
+    # each problem's own
+    level, tokens = rng.uniform(0.5, 2.0, problems), rng.integers(10, 60, problems)
 
     def sampled(samples):  # (problems, samples): entropy sums and tokens, both varying by sample
         lengths = np.maximum(1, rng.poisson(tokens[:, None], (problems, samples)))
@@ -53,39 +57,47 @@ def test_entropys_sampling_variance_matches_a_simulation():
     differences = [entropy(n) - entropy(n) for _ in range(4000)]
     predicted = pilot.entropy_difference_variance(family, n) / problems
     assert predicted == pytest.approx(np.var(differences), rel=0.1)
-    assert pilot.unpaired_entropy_variance(family, n) > 5 * pilot.entropy_difference_variance(family, n)
+    assert pilot.unpaired_entropy_variance(family,
+                                           n) > 5 * pilot.entropy_difference_variance(family, n)
     assert pilot.base_entropy(family) == pytest.approx(sums.sum() / lengths.sum())
     flat = {"sample_entropy_sums": (lengths * 1.5).tolist(), "sample_lengths": lengths.tolist()}
     assert pilot.entropy_difference_variance(flat, n) == pytest.approx(0, abs=1e-20)
 
 
 def test_the_pilot_command_measures_reuses_and_plans(tmp_path):
-    """On the tiny model: the base's counts and each sample's entropy on dev problems, an update's seconds,
-    POWER.md's table; run again with the same settings it reuses the evaluation (a changed count there says so)
-    and the update's seconds, which a changed update shape (--quick) measures again; a pilot saved without each
-    sample's entropy is measured again."""
-    flags = ["--model", "tiny", "--eval-split", "dev", "--eval-problems", "3", "--heldout-problems", "2",
-             "--eval-samples", "32", "--heldout", "add", "--max-new-tokens", "12", "--rollout-batch", "32",
-             "--out", str(tmp_path)]
+    """On the tiny model: the base's counts and each sample's entropy on dev problems, an update's
+    seconds, POWER.md's table; run again with the same settings it reuses the evaluation (a changed
+    count there says so) and the update's seconds, which a changed update shape (--quick) measures
+    again; a pilot saved without each sample's entropy is measured again."""
+    flags = ["--model", "tiny", "--eval-split", "dev", "--eval-problems", "3",
+             "--heldout-problems", "2",
+             "--eval-samples", "32", "--heldout", "add", "--max-new-tokens", "12",
+             "--rollout-batch", "32", "--out", str(tmp_path)]
     first = cli.main(["pilot", *flags])
     family = first["families"]["countdown"]
     assert first["task"] == "countdown" and len(family["correct"]) == 3
-    assert [len(row) for row in family["sample_lengths"]] == [32] * 3 == [len(r) for r in family["sample_entropy_sums"]]
+    assert [len(row) for row
+            in family["sample_lengths"]] == [32] * 3 == [len(r) for r
+                                                         in family["sample_entropy_sums"]]
     assert 0 < pilot.base_entropy(family) and 0 < pilot.entropy_difference_variance(family, 32)
     held = first["families"]["add"]["correct"]
-    assert len(held) == 2 and all(0 <= c <= 32 for c in held) and held != [32, 32]  # [32, 32] marks a reuse
+    # [32, 32] marks a reuse
+    assert len(held) == 2 and all(0 <= c <= 32 for c in held) and held != [32, 32]
     assert set(first["updates"]["seconds"]) == {"es_update", "grpo_step"}
     saved = json.loads((tmp_path / "pilot.json").read_text())
     saved["families"]["add"]["correct"] = [32, 32]
     saved["updates"]["seconds"]["es_update"] = 12345.0
     (tmp_path / "pilot.json").write_text(json.dumps(saved))
     again = cli.main(["pilot", *flags])
-    assert again["families"]["add"]["correct"] == [32, 32] and again["updates"]["seconds"]["es_update"] == 12345.0
+    assert (again["families"]["add"]["correct"] == [32, 32]
+            and again["updates"]["seconds"]["es_update"] == 12345.0)
     table = (tmp_path / "POWER.md").read_text()
     assert "GRPO's entropy falls" in table and "python eval.py pilot --model tiny" in table
     assert not math.isnan(first["families"]["countdown"]["seconds_per_row"])
     quick = cli.main(["pilot", *flags, "--quick"])
-    assert quick["families"]["add"]["correct"] == [32, 32] and quick["updates"]["seconds"]["es_update"] != 12345.0
+    assert (quick["families"]["add"]["correct"] == [32, 32]
+            and quick["updates"]["seconds"]["es_update"] != 12345.0)
     del saved["families"]["add"]["sample_lengths"]
     (tmp_path / "pilot.json").write_text(json.dumps(saved))
-    assert cli.main(["pilot", *flags])["families"]["add"]["correct"] == held  # measured again, as at first
+    # measured again, as at first
+    assert cli.main(["pilot", *flags])["families"]["add"]["correct"] == held

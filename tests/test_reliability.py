@@ -1,5 +1,6 @@
-"""Run folders: crash-safe checkpoints, exact resumption and locks (scale/runs.py, through python -m scale.train);
-the reference's own folder (es_grpo.RunFolder) and --overwrite; determinism; degenerate signals."""
+"""Run folders: crash-safe checkpoints, exact resumption and locks (scale/runs.py, through python -m
+scale.train); the reference's own folder (es_grpo.RunFolder) and --overwrite; determinism;
+degenerate signals."""
 import json
 import os
 import shutil
@@ -17,8 +18,10 @@ import es_grpo
 from conftest import ROOT, SMALL_RUN, run_es_grpo, run_scale, summary_of
 from scale.runs import hold
 
-RUN = ["--steps", "6", "--es-population", "4", "--es-prompts", "4", "--grpo-prompts", "2", "--grpo-group", "4",
-       "--eval-problems", "2", "--heldout-problems", "2", "--eval-samples", "16", "--save-every", "1"]
+RUN = ["--steps", "6", "--es-population", "4", "--es-prompts", "4", "--grpo-prompts", "2",
+       "--grpo-group", "4",
+       "--eval-problems", "2", "--heldout-problems", "2", "--eval-samples", "16", "--save-every",
+       "1"]
 
 
 def final_weights(out):
@@ -35,23 +38,27 @@ TRAJECTORY_RUN = [*RUN, "--eval-every", "2", "--trajectory-samples", "4"]
 
 @pytest.fixture(scope="module")
 def reference(tmp_path_factory):
-    """The uninterrupted run the kill points, the determinism check and the early resume compare against (run
-    in this process: the killed runs are real processes, their resumptions need not be)."""
+    """The uninterrupted run the kill points, the determinism check and the early resume compare
+    against (run in this process: the killed runs are real processes, their resumptions need not
+    be)."""
     out = tmp_path_factory.mktemp("reference") / "run"
     assert run_scale(*TRAJECTORY_RUN, "--out", str(out)).returncode == 0
     return out
 
 
-KILL_POINTS = {"in-grpo-stage": 1, "in-es-stage": 4}  # updates written before the kill; GRPO: 1-3, ES: 4-6
+# updates written before the kill; GRPO: 1-3, ES: 4-6
+KILL_POINTS = {"in-grpo-stage": 1, "in-es-stage": 4}
 
 
 @pytest.fixture(scope="module")
 def killed_runs(tmp_path_factory):
-    """`python -m scale.train` started for each kill point at once (real processes: SIGKILL leaves what a crash
-    leaves), each killed once its metrics.jsonl holds that many updates. name -> run folder."""
+    """`python -m scale.train` started for each kill point at once (real processes: SIGKILL leaves
+    what a crash leaves), each killed once its metrics.jsonl holds that many updates. name -> run
+    folder."""
     root, running = tmp_path_factory.mktemp("killed"), {}
     for name in KILL_POINTS:
-        running[name] = subprocess.Popen([sys.executable, "-m", "scale.train", *TRAJECTORY_RUN, "--out",
+        running[name] = subprocess.Popen([sys.executable, "-m", "scale.train", *TRAJECTORY_RUN,
+                                          "--out",
                                           str(root / name)], cwd=ROOT, stdout=subprocess.DEVNULL,
                                          stderr=subprocess.DEVNULL)
     deadline = time.time() + 300
@@ -59,7 +66,8 @@ def killed_runs(tmp_path_factory):
         for name, process in list(running.items()):
             metrics = root / name / "metrics.jsonl"
             if process.poll() is not None or (metrics.exists()
-                                              and len(metrics.read_text().splitlines()) >= KILL_POINTS[name]):
+                                              and len(metrics.read_text().splitlines())
+                                              >= KILL_POINTS[name]):
                 process.send_signal(signal.SIGKILL)
                 process.wait()
                 del running[name]
@@ -68,8 +76,10 @@ def killed_runs(tmp_path_factory):
 
 
 @pytest.mark.parametrize("point", KILL_POINTS)
-def test_sigkill_then_resume_is_bit_identical_to_an_uninterrupted_run(reference, killed_runs, point):
-    """Killed in each stage, with trajectory points on the way (which must not move the random streams)."""
+def test_sigkill_then_resume_is_bit_identical_to_an_uninterrupted_run(
+        reference, killed_runs, point):
+    """Killed in each stage, with trajectory points on the way (which must not move the random
+    streams)."""
     killed = killed_runs[point]
     assert not (killed / "summary.json").exists(), "the run finished before it could be killed"
     resumed = run_scale("--resume", str(killed))
@@ -77,7 +87,8 @@ def test_sigkill_then_resume_is_bit_identical_to_an_uninterrupted_run(reference,
     assert "resuming" in resumed.stdout
     expected, got = final_weights(reference), final_weights(killed)
     assert expected.keys() == got.keys() and all(torch.equal(expected[k], got[k]) for k in expected)
-    assert metrics_without_timing(killed) == metrics_without_timing(reference)  # each update exactly once
+    # each update exactly once
+    assert metrics_without_timing(killed) == metrics_without_timing(reference)
     assert [m["update"] for m in metrics_without_timing(killed)] == [1, 2, 3, 4, 5, 6]
     assert [m["update"] for m in metrics_without_timing(killed) if "eval" in m] == [2, 4, 6]
     assert summary_of(killed) == summary_of(reference)
@@ -111,22 +122,28 @@ def test_resume_before_the_first_checkpoint_starts_over_cleanly(reference, tmp_p
     (out / "summary.json").unlink()
     resumed = run_scale("--resume", str(out))
     assert resumed.returncode == 0 and "after update 0" in resumed.stdout
-    assert metrics_without_timing(out) == metrics_without_timing(reference)  # each update once, as uninterrupted
-    assert all(torch.equal(a, b) for a, b in zip(final_weights(out).values(), final_weights(reference).values()))
+    # each update once, as uninterrupted
+    assert metrics_without_timing(out) == metrics_without_timing(reference)
+    assert all(torch.equal(a, b) for a,
+               b in zip(final_weights(out).values(), final_weights(reference).values()))
 
 
 def test_two_runs_started_at_once_on_one_folder_end_with_one_run_and_one_refusal(tmp_path):
-    """The folder appears whole (made aside, then renamed into place) and its lock is held for the run's
-    life: of two runs started together with the same --out, one finishes and the other is refused in one
-    line with exit 2, whichever step of the race it reached; the finished run's files are its own."""
+    """The folder appears whole (made aside, then renamed into place) and its lock is held for the
+    run's life: of two runs started together with the same --out, one finishes and the other is
+    refused in one line with exit 2, whichever step of the race it reached; the finished run's files
+    are its own."""
     out, command = tmp_path / "run", [sys.executable, "-m", "scale.train", *RUN, "--steps", "2"]
-    runs = [subprocess.Popen([*command, "--out", str(out)], cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                             text=True, env={**os.environ, "OMP_NUM_THREADS": "1"}) for _ in range(2)]
+    runs = [subprocess.Popen([*command, "--out", str(out)], cwd=ROOT, stdout=subprocess.PIPE,
+                             stderr=subprocess.PIPE,
+                             text=True,
+                             env={**os.environ, "OMP_NUM_THREADS": "1"}) for _ in range(2)]
     results = sorted((run.wait(timeout=300), run.stderr.read()) for run in runs)
     assert [code for code, _ in results] == [0, 2], results[1][1][-2000:]
     refusal = results[1][1].strip().splitlines()
     assert len(refusal) == 1 and refusal[0].startswith("error: ") and str(out) in refusal[0]
-    assert [json.loads(line)["update"] for line in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2]
+    assert [json.loads(line)["update"] for line
+            in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2]
     assert json.loads((out / "summary.json").read_text())["stages"][-1]["name"] == "es"
     assert not [path for path in tmp_path.iterdir() if path.name != "run"]  # no staging folder left
 
@@ -140,7 +157,8 @@ def test_a_run_folder_a_live_process_holds_is_refused_and_left_untouched(referen
     try:
         for flags in (["--resume", str(held)], [*RUN, "--out", str(held), "--overwrite"]):
             result = run_scale(*flags)
-            assert result.returncode == 2 and "a running process holds this run folder" in result.stderr
+            assert (result.returncode == 2 and "a running process holds this run folder"
+                    in result.stderr)
             assert len(result.stderr.strip().splitlines()) == 1
     finally:
         lock.close()
@@ -153,9 +171,9 @@ def test_resume_refuses_the_flags_it_would_ignore(reference):
 
 
 def test_base_from_takes_the_base_evaluation_a_fresh_measurement_equals(reference, tmp_path):
-    """Another schedule, rate and trajectory points, the same evaluation settings: the base it measures is the
-    reference's, which is why --base-from may take it. Taken, it is the source's own (a planted value comes
-    through), and training goes on as if it had been measured."""
+    """Another schedule, rate and trajectory points, the same evaluation settings: the base it
+    measures is the reference's, which is why --base-from may take it. Taken, it is the source's own
+    (a planted value comes through), and training goes on as if it had been measured."""
     other = [*RUN, "--algo", "grpo", "--steps", "1", "--grpo-lr", "1e-3"]
     fresh, borrowed, planted = tmp_path / "fresh", tmp_path / "borrowed", tmp_path / "planted"
     assert run_scale(*other, "--out", str(fresh)).returncode == 0
@@ -171,20 +189,25 @@ def test_base_from_takes_the_base_evaluation_a_fresh_measurement_equals(referenc
 
 
 def test_base_from_reads_a_checkpoint_and_refuses_other_evaluation_settings(reference, tmp_path):
-    """A run still going (a checkpoint, no summary) lends its base; a run whose evaluation would differ (its
-    samples, its decoding dtype) or a folder with no evaluation is refused in one line, nothing written."""
+    """A run still going (a checkpoint, no summary) lends its base; a run whose evaluation would
+    differ (its samples, its decoding dtype) or a folder with no evaluation is refused in one line,
+    nothing written."""
     running = tmp_path / "running"
     shutil.copytree(reference, running)
     (running / "summary.json").unlink()
     checkpoint = torch.load(running / "checkpoint.pt", weights_only=False)
-    checkpoint["stages"][0]["pass@1"] = 0.321  # planted: only a base read from the checkpoint carries it
+    # planted: only a base read from the checkpoint carries it
+    checkpoint["stages"][0]["pass@1"] = 0.321
     torch.save(checkpoint, running / "checkpoint.pt")
     taken = tmp_path / "taken"
-    assert run_scale(*RUN, "--steps", "2", "--base-from", str(running), "--out", str(taken)).returncode == 0
+    assert run_scale(*RUN, "--steps", "2", "--base-from", str(running), "--out",
+                     str(taken)).returncode == 0
     assert summary_of(taken)[0] == {**summary_of(reference)[0], "pass@1": 0.321}
     for flags, message in [(["--eval-samples", "32"], "its --eval-samples is 16, this run's 32"),
-                           (["--rollout-dtype", "bfloat16"], "its --rollout-dtype is 'model', this run's 'bfloat16'"),
-                           (["--base-from", str(tmp_path / "taken" / "stage1-grpo")], "no base evaluation there")]:
+                           (["--rollout-dtype", "bfloat16"],
+                            "its --rollout-dtype is 'model', this run's 'bfloat16'"),
+                           (["--base-from", str(tmp_path / "taken" / "stage1-grpo")],
+                            "no base evaluation there")]:
         out = tmp_path / "refused"
         result = run_scale(*RUN, "--base-from", str(running), *flags, "--out", str(out))
         assert result.returncode == 2 and message in result.stderr, result.stderr[-2000:]
@@ -202,8 +225,8 @@ def test_a_truncated_weights_file_is_refused_in_one_line(tmp_path):
 
 
 def test_a_run_that_fails_in_this_process_leaves_its_folder_free_to_resume(tmp_path, monkeypatch):
-    """A run interrupted inside a process that lives on (a notebook, a test) releases its folder's lock,
-    so --resume from the same process goes ahead."""
+    """A run interrupted inside a process that lives on (a notebook, a test) releases its folder's
+    lock, so --resume from the same process goes ahead."""
     out = tmp_path / "interrupted"
 
     def interrupted(*args, **kwargs):
@@ -218,20 +241,25 @@ def test_a_run_that_fails_in_this_process_leaves_its_folder_free_to_resume(tmp_p
 
 
 def test_overwrite_replaces_a_finished_run_and_a_refused_overwrite_keeps_it(tmp_path):
-    """es_grpo.py never writes into a folder that holds anything; scale.train's --overwrite replaces a run,
-    after every input was read, and never a folder that holds no run."""
+    """es_grpo.py never writes into a folder that holds anything; scale.train's --overwrite replaces
+    a run, after every input was read, and never a folder that holds no run."""
     out = tmp_path / "run"
-    assert run_es_grpo(*SMALL_RUN, "--algo", "es", "--steps", "1", "--out", str(out)).returncode == 0
+    assert run_es_grpo(*SMALL_RUN, "--algo", "es", "--steps", "1", "--out",
+                       str(out)).returncode == 0
     (out / "notes.txt").write_text("mine")
     for runner in (run_es_grpo, run_scale):
         again = runner(*SMALL_RUN, "--algo", "es", "--steps", "1", "--out", str(out))
-        assert again.returncode == 2 and "--overwrite" in again.stderr and (out / "notes.txt").exists()
+        assert (again.returncode == 2 and "--overwrite" in again.stderr
+                and (out / "notes.txt").exists())
     typo = ["--model", str(tmp_path / "typo")]
     refused = run_scale(*SMALL_RUN, "--algo", "es", *typo, "--overwrite", "--out", str(out))
-    assert refused.returncode == 2 and (out / "notes.txt").exists()  # a bad input never costs a saved run
-    replaced = run_scale(*SMALL_RUN, "--algo", "grpo", "--steps", "1", "--overwrite", "--out", str(out))
+    # a bad input never costs a saved run
+    assert refused.returncode == 2 and (out / "notes.txt").exists()
+    replaced = run_scale(*SMALL_RUN, "--algo", "grpo", "--steps", "1", "--overwrite", "--out",
+                         str(out))
     assert replaced.returncode == 0, replaced.stderr[-2000:]
-    assert not (out / "notes.txt").exists() and [s["name"] for s in summary_of(out)] == ["base", "grpo"]
+    assert not (out / "notes.txt").exists() and [s["name"] for s
+                                                 in summary_of(out)] == ["base", "grpo"]
     assert json.loads((out / "config.json").read_text())["algo"] == "grpo"
     mine = tmp_path / "mine"  # a folder no run made: never replaced, --overwrite or not
     mine.mkdir()
@@ -244,12 +272,13 @@ def test_overwrite_replaces_a_finished_run_and_a_refused_overwrite_keeps_it(tmp_
         assert len(refused.stderr.strip().splitlines()) == 1
     empty = tmp_path / "empty"  # an empty folder is no one's work: a run may go there
     empty.mkdir()
-    assert run_es_grpo(*SMALL_RUN, "--algo", "es", "--steps", "1", "--out", str(empty)).returncode == 0
+    assert run_es_grpo(*SMALL_RUN, "--algo", "es", "--steps", "1", "--out",
+                       str(empty)).returncode == 0
 
 
 def test_es_grpo_resumed_at_the_stage_boundary_ends_as_the_uninterrupted_run(tmp_path, monkeypatch):
-    """Interrupted just after the ES stage ended (its checkpoint says: stage 1 done, no stage state), then
-    resumed: GRPO starts fresh from the ES weights, as in the uninterrupted run."""
+    """Interrupted just after the ES stage ended (its checkpoint says: stage 1 done, no stage
+    state), then resumed: GRPO starts fresh from the ES weights, as in the uninterrupted run."""
     flags = [*SMALL_RUN, "--algo", "es-grpo"]
     assert run_scale(*flags, "--out", str(tmp_path / "whole")).returncode == 0
     train_stage = es_grpo.train_stage
@@ -267,7 +296,8 @@ def test_es_grpo_resumed_at_the_stage_boundary_ends_as_the_uninterrupted_run(tmp
     monkeypatch.setattr(es_grpo, "train_stage", train_stage)
     resumed = run_scale("--resume", str(tmp_path / "cut"))
     assert resumed.returncode == 0 and "after update 1" in resumed.stdout
-    a, b = (load_file(tmp_path / run / "stage2-grpo" / "model.safetensors") for run in ("whole", "cut"))
+    a, b = (load_file(tmp_path / run / "stage2-grpo" / "model.safetensors") for run
+            in ("whole", "cut"))
     assert all(torch.equal(a[k], b[k]) for k in a)
     assert summary_of(tmp_path / "whole") == summary_of(tmp_path / "cut")
 
@@ -282,9 +312,10 @@ class ThreadRank(es_grpo.OneProcess):
 
 
 def test_the_reference_folder_is_made_once_every_rank_has_looked(tmp_path):
-    """es_grpo.RunFolder on two ranks (es_grpo.run with scale's ranks, as tests/dist_jobs.py's engine job runs
-    it): a rank that reaches open() late must not find the folder the main rank has just made and refuse it as
-    "run folder exists" (what a loaded CI machine did). Rank 1 looks only once rank 0 waits in create."""
+    """es_grpo.RunFolder on two ranks (es_grpo.run with scale's ranks, as tests/dist_jobs.py's
+    engine job runs it): a rank that reaches open() late must not find the folder the main rank has
+    just made and refuse it as "run folder exists" (what a loaded CI machine did). Rank 1 looks only
+    once rank 0 waits in create."""
     args, barrier, failures = es_grpo.Args(out=str(tmp_path / "run")), threading.Barrier(2), []
 
     def rank_run(rank: int):

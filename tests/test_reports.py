@@ -19,7 +19,8 @@ def start_tiny_remake(root: Path):
     core they leave idle)."""
     if not TINY:
         argv = report_copy(root, "report")
-        TINY.update(root=root, done=later(lambda: command([str(ROOT / "eval.py"), *argv], root, root)))
+        TINY.update(root=root,
+                    done=later(lambda: command([str(ROOT / "eval.py"), *argv], root, root)))
 
 
 def rounded(value):
@@ -28,18 +29,23 @@ def rounded(value):
         return {key: rounded(item) for key, item in value.items()}
     if isinstance(value, list):
         return [rounded(item) for item in value]
-    return (None if math.isnan(value) else float(f"{value:.9g}")) if isinstance(value, float) else value
+    return (None if math.isnan(value)
+            else float(f"{value:.9g}")) if isinstance(value, float) else value
 
 
 def same_parts(committed: dict, again: dict):
     """Every claim's verdict and every part's value and outcome, as committed (numbers to float
     rounding: the bootstrap's sums round otherwise on another thread count)."""
-    remake = "the committed report is not what the code makes of it: remake it with its REPORT.md's command"
-    assert [claim["verdict"] for claim in again["claims"]] == [claim["verdict"] for claim in committed["claims"]], \
+    remake = ("the committed report is not what the code makes of it: remake it with its "
+              "REPORT.md's command")
+    assert [claim["verdict"] for claim in again["claims"]] == [claim["verdict"] for claim
+                                                               in committed["claims"]], \
         remake
     assert rounded(again["claims"]) == rounded(committed["claims"]), remake
-    assert again["stability"]["changed"] == committed["stability"]["changed"] and again["stability"]["seeds"] == 20
-    assert not again["stability"]["changed"], again["stability"]["changed"]  # no outcome moved with the seed
+    assert (again["stability"]["changed"] == committed["stability"]["changed"]
+            and again["stability"]["seeds"] == 20)
+    # no outcome moved with the seed
+    assert not again["stability"]["changed"], again["stability"]["changed"]
 
 
 def without_timings(report: str) -> str:
@@ -52,9 +58,11 @@ def without_timings(report: str) -> str:
 def same_report(committed: Path, again: Path):
     """The remade report says what the committed one says: every part (same_parts), and REPORT.md's
     text."""
-    same_parts(json.loads((committed / "report.json").read_text()), json.loads((again / "report.json").read_text()))
+    same_parts(json.loads((committed / "report.json").read_text()),
+               json.loads((again / "report.json").read_text()))
     assert without_timings((again / "REPORT.md").read_text()) == without_timings(
-        (committed / "REPORT.md").read_text()), f"{committed / 'REPORT.md'} is not what the code writes now"
+        (committed
+         / "REPORT.md").read_text()), f"{committed / 'REPORT.md'} is not what the code writes now"
 
 
 def test_the_tiny_report_is_what_the_code_makes_of_its_runs(tmp_path_factory):

@@ -8,30 +8,38 @@ from analyses.reproduction import claims as claim_rules
 from analyses.reproduction import readings
 
 
-UP, DOWN, KEPT, UNSURE = (0.05, 0.03, 0.07), (-0.10, -0.13, -0.07), (0.0, -0.003, 0.003), (0.0, -0.05, 0.05)
-INSIDE, BELOW = (0.001, -0.002, 0.003), (0.002, 0.001, 0.003)  # inside the Pass@K margin: across 0, above 0
-FORGOT = (-0.2, -0.25, -0.15)  # a fall of more than a tenth of the held-out level (catastrophic_margin)
+UP, DOWN, KEPT, UNSURE = (0.05, 0.03, 0.07), (-0.10, -0.13,
+                                              -0.07), (0.0, -0.003, 0.003), (0.0, -0.05, 0.05)
+# inside the Pass@K margin: across 0, above 0
+INSIDE, BELOW = (0.001, -0.002, 0.003), (0.002, 0.001, 0.003)
+# a fall of more than a tenth of the held-out level (catastrophic_margin)
+FORGOT = (-0.2, -0.25, -0.15)
 
 
 def evidence(**changes):
     """Numbers under which every claim reproduces; `changes` break one part at a time."""
     every = verdicts.SeedCount((5, 5))
     return {"k": 32, "es_pass1_gain": UP, "es_passk_change": KEPT, "grpo_entropy_change": DOWN,
-            "grpo_entropy_relative_change": (-0.8, -0.9, -0.7), "entropy_es_minus_grpo_at_es_pass1": UP,
+            "grpo_entropy_relative_change": (-0.8, -0.9, -0.7),
+            "entropy_es_minus_grpo_at_es_pass1": UP,
             "entropy_margin": 0.02, "grpo_entropy_relative_change_at_es_pass1": (-0.5, -0.6, -0.4),
             "grpo_updates": 200, "grpo_passk_change": DOWN, "passk_es_minus_grpo_at_es_pass1": UP,
             "grpo_minus_es_pass1_at_sequences": UP, "grpo_pass1_change": UP,
-            "diversity_ratio": (1.1, 0.8, 1.5), "population_gain_vs_centre": UP, "diversity_js_gain": UP,
-            "diversity_js_gain_counts": UP, "es_passk_advantage": UP, "diversity_mean_policy_gain": KEPT,
-            "js_part_minus_explained_share": UP, "js_pol": 0.04,
-            "grpo_es_pass1_minus_grpo": KEPT, "grpo_es_passk_minus_es": KEPT, "grpo_es_pass1_minus_es": UP,
-            "grpo_es_passk_minus_grpo_at_pass1": UP, "drift_ratio": (40.0, 30.0, 50.0), "sparsity": 0.78,
-            "sparse_pass1_change": KEPT, "sparse_minus_random": UP, "sparse_gain_kept": (0.9, 0.8, 1.0),
-            "gaussian_kept": 0.68, "sparse_excess": UP, "null_gain_kept": (0.3, 0.0, 0.6), "null_sparse_excess": KEPT,
-            "sparse_excess_minus_null": UP,
+            "diversity_ratio": (1.1, 0.8, 1.5), "population_gain_vs_centre": UP,
+            "diversity_js_gain": UP,
+            "diversity_js_gain_counts": UP, "es_passk_advantage": UP,
+            "diversity_mean_policy_gain": KEPT, "js_part_minus_explained_share": UP, "js_pol": 0.04,
+            "grpo_es_pass1_minus_grpo": KEPT, "grpo_es_passk_minus_es": KEPT,
+            "grpo_es_pass1_minus_es": UP,
+            "grpo_es_passk_minus_grpo_at_pass1": UP, "drift_ratio": (40.0, 30.0, 50.0),
+            "sparsity": 0.78,
+            "sparse_pass1_change": KEPT, "sparse_minus_random": UP,
+            "sparse_gain_kept": (0.9, 0.8, 1.0),
+            "gaussian_kept": 0.68, "sparse_excess": UP, "null_gain_kept": (0.3, 0.0, 0.6),
+            "null_sparse_excess": KEPT, "sparse_excess_minus_null": UP,
             "null_pass1_change": KEPT, "null_sparse_pass1_change": KEPT, "null_drift_share": 1.0,
-            "es_module_kinds": every, "grpo_module_kinds": every, "null_module_kinds": verdicts.SeedCount((0, 1)),
-            "catastrophic_margin": 0.09,
+            "es_module_kinds": every, "grpo_module_kinds": every,
+            "null_module_kinds": verdicts.SeedCount((0, 1)), "catastrophic_margin": 0.09,
             "es_heldout_change": UP, "grpo_heldout_change": DOWN, "noise_heldout_change": KEPT,
             "es_minus_grpo_heldout": UP, "es_minus_noise_heldout": KEPT,
             "sweep_pass1_small_minus_large": UNSURE} | changes
@@ -49,24 +57,37 @@ NONE = verdicts.SeedCount((0, 5))  # no seed shows it
     (1, {"es_passk_change": DOWN}, "not reproduced"),  # ES loses coverage
     (1, {"es_pass1_gain": UNSURE}, "inconclusive"),  # ES's gain could be chance
     (1, {"es_pass1_gain": BELOW}, "small"),  # a real gain, smaller than the margin
-    (1, {"grpo_minus_es_pass1_at_sequences": DOWN}, "not reproduced"),  # GRPO gains less Pass@1 than ES
-    (1, {"grpo_entropy_relative_change": (-0.11, -0.12, -0.11)}, "not reproduced"),  # no collapse: a tenth lost
+    # GRPO gains less Pass@1 than ES
+    (1, {"grpo_minus_es_pass1_at_sequences": DOWN}, "not reproduced"),
+    # no collapse: a tenth lost
+    (1, {"grpo_entropy_relative_change": (-0.11, -0.12, -0.11)}, "not reproduced"),
     (1, {"grpo_entropy_relative_change": (-0.5, -0.7, -0.3)}, "inconclusive"),  # maybe halved
-    (1, {"grpo_passk_change": (0.099, 0.042, 0.155)}, "not reproduced"),  # GRPO gains coverage (a ceiling?)
-    (1, {"grpo_passk_change": INSIDE}, "not reproduced"),  # no loss of coverage of the margin's size
+    # GRPO gains coverage (a ceiling?)
+    (1, {"grpo_passk_change": (0.099, 0.042, 0.155)}, "not reproduced"),
+    # no loss of coverage of the margin's size
+    (1, {"grpo_passk_change": INSIDE}, "not reproduced"),
     (1, {"grpo_passk_change": UNSURE}, "inconclusive"),
-    (1, {"entropy_es_minus_grpo_at_es_pass1": DOWN}, "reproduced"),  # entropy at matched Pass@1: shown
-    (1, {"passk_es_minus_grpo_at_es_pass1": DOWN}, "not reproduced"),  # at equal Pass@1, GRPO keeps more
-    (1, {"passk_es_minus_grpo_at_es_pass1": (float("nan"),) * 3}, "inconclusive"),  # GRPO's path never got there
+    # entropy at matched Pass@1: shown
+    (1, {"entropy_es_minus_grpo_at_es_pass1": DOWN}, "reproduced"),
+    # at equal Pass@1, GRPO keeps more
+    (1, {"passk_es_minus_grpo_at_es_pass1": DOWN}, "not reproduced"),
+    # GRPO's path never got there
+    (1, {"passk_es_minus_grpo_at_es_pass1": (float("nan"),) * 3}, "inconclusive"),
     (1, {"passk_es_minus_grpo_at_es_pass1": (0.003, -0.007, 0.012)}, "inconclusive"),  # too wide
-    (1, {"passk_es_minus_grpo_at_es_pass1": INSIDE}, "not reproduced"),  # the trade-off shown absent
+    # the trade-off shown absent
+    (1, {"passk_es_minus_grpo_at_es_pass1": INSIDE}, "not reproduced"),
     (2, {}, "reproduced"),
-    (2, {"diversity_ratio": (0.037, 0.02, 0.06)}, "reproduced"),  # the formula's approximation: shown
-    (2, {"diversity_js_gain_counts": (-0.01, -0.02, -0.001)}, "not reproduced"),  # no coverage beyond the mean
-    (2, {"es_passk_advantage": DOWN}, "not reproduced"),  # no higher Pass@K for diversity to explain
+    # the formula's approximation: shown
+    (2, {"diversity_ratio": (0.037, 0.02, 0.06)}, "reproduced"),
+    # no coverage beyond the mean
+    (2, {"diversity_js_gain_counts": (-0.01, -0.02, -0.001)}, "not reproduced"),
+    # no higher Pass@K for diversity to explain
+    (2, {"es_passk_advantage": DOWN}, "not reproduced"),
     (2, {"diversity_js_gain_counts": BELOW}, "small"),  # there, but smaller than the margin
-    (2, {"diversity_js_gain_counts": INSIDE}, "not reproduced"),  # shown absent: it can explain no such gain
-    (2, {"js_part_minus_explained_share": DOWN}, "not reproduced"),  # it explains less than half the gain
+    # shown absent: it can explain no such gain
+    (2, {"diversity_js_gain_counts": INSIDE}, "not reproduced"),
+    # it explains less than half the gain
+    (2, {"js_part_minus_explained_share": DOWN}, "not reproduced"),
     (2, {"js_part_minus_explained_share": UNSURE}, "inconclusive"),
     (2, {"population_gain_vs_centre": (0.04, 0.02, 0.06), "diversity_js_gain_counts": UNSURE},
      "inconclusive"),  # the gain over the centre is the mean policy's, not diversity's
@@ -79,51 +100,66 @@ NONE = verdicts.SeedCount((0, 5))  # no seed shows it
     (3, {"grpo_es_passk_minus_es": (-0.096, -0.12, -0.07)}, "not reproduced"),  # loses ES's Pass@K
     (3, {"grpo_es_pass1_minus_es": DOWN}, "reproduced"),  # shown
     (4, {}, "reproduced"),
-    (4, {"drift_ratio": (5.0, 4.0, 6.0)}, "not reproduced"),  # not far: below a quarter of the paper's 40x
+    # not far: below a quarter of the paper's 40x
+    (4, {"drift_ratio": (5.0, 4.0, 6.0)}, "not reproduced"),
     (4, {"drift_ratio": (12.0, 6.0, 18.0)}, "inconclusive"),
-    (4, {"drift_ratio_matched_pass1": (5.0, 4.0, 6.0), "matched_grpo_updates": 78, "matched_grpo_pass1_gain": UP},
+    (4,
+     {"drift_ratio_matched_pass1": (5.0, 4.0, 6.0), "matched_grpo_updates": 78,
+      "matched_grpo_pass1_gain": UP},
      "not reproduced"),  # at matched Pass@1 gain, read before the ends' ratio
     (4, {"drift_ratio_matched_pass1": (45.0, 40.0, 50.0), "drift_ratio": (5.0, 4.0, 6.0),
          "matched_grpo_updates": 78, "matched_grpo_pass1_gain": UP}, "reproduced"),
     (4, {"sparse_pass1_change": DOWN}, "not reproduced"),  # zeroing loses Pass@1
-    (4, {"sparse_excess": DOWN}, "not reproduced"),  # keeps less than Gaussian geometry keeps of any signal
-    (4, {"sparse_excess": (0.0014, -0.0022, 0.0050)}, "inconclusive"),  # about what Gaussian geometry keeps
+    # keeps less than Gaussian geometry keeps of any signal
+    (4, {"sparse_excess": DOWN}, "not reproduced"),
+    # about what Gaussian geometry keeps
+    (4, {"sparse_excess": (0.0014, -0.0022, 0.0050)}, "inconclusive"),
     (4, {"sparse_excess": INSIDE}, "not reproduced"),  # shown absent
-    (4, {"sparse_excess_minus_null": DOWN}, "not reproduced"),  # the null runs' updates sparsify better
+    # the null runs' updates sparsify better
+    (4, {"sparse_excess_minus_null": DOWN}, "not reproduced"),
     (4, {"sparse_minus_random": UNSURE}, "inconclusive"),  # a random mask could keep as much
-    (4, {"es_module_kinds": NONE}, "not reproduced"),  # ES's largest changes elsewhere on every seed
+    # ES's largest changes elsewhere on every seed
+    (4, {"es_module_kinds": NONE}, "not reproduced"),
     (4, {"grpo_module_kinds": verdicts.SeedCount((3, 5))}, "inconclusive"),  # some seeds, not all
-    (4, {"null_module_kinds": verdicts.SeedCount((1, 1))}, "inconclusive"),  # a run with no signal ranks so too
+    # a run with no signal ranks so too
+    (4, {"null_module_kinds": verdicts.SeedCount((1, 1))}, "inconclusive"),
     (5, {}, "reproduced"),
-    (5, {"es_heldout_change": (-0.010, -0.023, 0.004)}, "inconclusive"),  # no catastrophe; a rise undecided
+    # no catastrophe; a rise undecided
+    (5, {"es_heldout_change": (-0.010, -0.023, 0.004)}, "inconclusive"),
     (5, {"es_heldout_change": FORGOT}, "not reproduced"),
-    (5, {"es_minus_noise_heldout": FORGOT}, "not reproduced"),  # forgets beyond what noise of its size does
+    # forgets beyond what noise of its size does
+    (5, {"es_minus_noise_heldout": FORGOT}, "not reproduced"),
     (5, {"es_minus_noise_heldout": (0.0, -0.15, 0.15)}, "inconclusive"),
-    (5, {"grpo_heldout_change": (0.164, 0.100, 0.227)}, "not reproduced"),  # GRPO's held-out Pass@K rose
+    # GRPO's held-out Pass@K rose
+    (5, {"grpo_heldout_change": (0.164, 0.100, 0.227)}, "not reproduced"),
     (5, {"es_minus_grpo_heldout": DOWN}, "reproduced"),  # shown
     (6, {}, "not measured"),  # the z-scoring and antithetic runs not trained
-    (6, ZSCORE, "reproduced"),  # at matched Pass@1 z-scoring keeps more Pass@K, whatever its Pass@1 at the end
-    (6, ZSCORE | {"zscore_passk_at_matched_pass1": DOWN}, "not reproduced"),  # raw rewards did better
+    # at matched Pass@1 z-scoring keeps more Pass@K, whatever its Pass@1 at the end
+    (6, ZSCORE, "reproduced"),
+    # raw rewards did better
+    (6, ZSCORE | {"zscore_passk_at_matched_pass1": DOWN}, "not reproduced"),
     (6, ZSCORE | {"antithetic_pass1_gain": UP}, "not reproduced"),  # mirrored sampling helped
     (6, ZSCORE | {"zscore_passk_at_matched_pass1": UNSURE}, "inconclusive"),
     (6, ZSCORE | {"zscore_passk_at_matched_pass1": INSIDE}, "not reproduced"),
-    # population against model size is out of scope here (one run per cell, models far below the paper's
+    # population against model size is out of scope here (one run per cell, models far below the
+    # paper's
     # sizes): shown, never deciding
     (6, ZSCORE | {"size_population_interaction": DOWN}, "reproduced"),
 ])
 def test_each_verdict_comes_out_each_way_on_hand_made_numbers(claim, changes, expected):
     judged = claim_rules.RULES[claim - 1](evidence(**changes))
     assert judged.number == claim and judged.verdict == expected
-    if changes and expected != "not measured" and "null_module_kinds" not in changes:  # shown, or a part
+    # shown, or a part
+    if changes and expected != "not measured" and "null_module_kinds" not in changes:
         ci = [value for value in changes.values() if isinstance(value, tuple)][-1]
         values = [c.value for c in judged.conditions] + [item.value for item in judged.shown]
         assert any(value is ci for value in values), changes
 
 
 def test_every_claims_rule_can_come_out_not_reproduced_and_says_what_it_can_reach():
-    """A rule that cannot fail is no test: each claim's rule reaches "not reproduced" on some data (tried on a
-    grid of intervals by verdicts.reachable), and the verdicts of the parametrized cases above are among
-    those it says it can reach. A part shown absent is no partial success."""
+    """A rule that cannot fail is no test: each claim's rule reaches "not reproduced" on some data
+    (tried on a grid of intervals by verdicts.reachable), and the verdicts of the parametrized cases
+    above are among those it says it can reach. A part shown absent is no partial success."""
     judged = [rule(evidence(**ZSCORE)) for rule in claim_rules.RULES]
     for claim in judged:
         reach = verdicts.reachable(list(claim.conditions))
@@ -132,41 +168,50 @@ def test_every_claims_rule_can_come_out_not_reproduced_and_says_what_it_can_reac
     assert verdicts.verdict(verdicts.ABSENT, True) == "not reproduced"
     assert verdicts.verdict(verdicts.ABSENT, None) == "not reproduced"
     assert verdicts.verdict(True, None) == "inconclusive"
-    # rises with a margin: above 0 but wholly below it is small; across 0 inside it absent; below 0 fails
+    # rises with a margin: above 0 but wholly below it is small; across 0 inside it absent; below 0
+    # fails
     margin = 0.01
     assert [verdicts.rises(ci, margin) for ci in ((0.02, 0.015, 0.03), (0.005, 0.001, 0.009),
                                                     (0.0, -0.005, 0.005), (-0.004, -0.008, -0.001),
-                                                    (0.0, -0.02, 0.02))] == [True, "small", "absent", False, None]
+                                                    (0.0, -0.02, 0.02))] == [True, "small",
+                                                                             "absent", False, None]
 
 
 def test_claim2_reads_not_reproduced_where_the_js_part_explains_a_tenth_of_the_advantage():
-    """The JS part and the advantage it is to explain, each an interval over 5 seeds and 500 problems: a JS part
-    a tenth of the advantage fails "explains" (its share fixed in advance, verdicts.EXPLAINED_SHARE); the
-    same JS part beside an advantage of its own size holds (the control)."""
+    """The JS part and the advantage it is to explain, each an interval over 5 seeds and 500
+    problems: a JS part a tenth of the advantage fails "explains" (its share fixed in advance,
+    verdicts.EXPLAINED_SHARE); the same JS part beside an advantage of its own size holds (the
+    control)."""
     rng = np.random.default_rng(7)
     def measured(mean, spread):  # per problem and seed, a difference of Pass@32 with this mean
         return statistics.interval(lambda m: m["d"], {"d": mean + rng.normal(0, spread, (5, 500))})
     js_part, large, like = measured(0.004, 0.01), measured(0.04, 0.05), measured(0.004, 0.01)
-    for advantage, expected, share in ((large, "not reproduced", False), (like, "reproduced", True)):
+    for advantage, expected, share in ((large, "not reproduced", False),
+                                       (like, "reproduced", True)):
         explained = readings.explained(js_part, advantage)
-        judged = claim_rules.claim2(evidence(diversity_js_gain_counts=js_part, es_passk_advantage=advantage,
+        judged = claim_rules.claim2(evidence(diversity_js_gain_counts=js_part,
+                                             es_passk_advantage=advantage,
                                              js_part_minus_explained_share=explained))
         assert judged.conditions[2].outcome is share and judged.verdict == expected
-    assert explained.se ** 2 == pytest.approx(js_part.se ** 2 + (verdicts.EXPLAINED_SHARE * like.se) ** 2)
+    assert explained.se ** 2 == pytest.approx(js_part.se ** 2
+                                              + (verdicts.EXPLAINED_SHARE * like.se) ** 2)
 
 
 def test_a_part_is_not_decided_on_one_seed_nor_on_draws_where_it_is_undefined():
-    """An interval over one seed (or one ES population) is over problems only: the part is undecided there,
-    what the problems say kept beside it, and three seeds decide it. So is a part whose statistic is undefined
-    in more than MAX_UNDEFINED of the bootstrap's draws, and ES's module kinds where the null run shows them."""
+    """An interval over one seed (or one ES population) is over problems only: the part is undecided
+    there, what the problems say kept beside it, and three seeds decide it. So is a part whose
+    statistic is undefined in more than MAX_UNDEFINED of the bootstrap's draws, and ES's module
+    kinds where the null run shows them."""
     rng = np.random.default_rng(2)
     for seeds, decided in ((1, None), (3, True)):
         ci = statistics.interval(lambda m: m["d"], {"d": 0.05 + rng.normal(0, 0.05, (seeds, 400))})
         part = verdicts.Condition("a gain", verdicts.rises, ci, 0.0035)
         assert ci.seeds == seeds and part.measured is True and part.outcome is decided
     diversity_row = {"gain_counts": 0.002, "gain_counts_error": [0.0004, 0, 0.0]}
-    assert statistics.saved_interval(diversity_row, "gain_counts").seeds == 1  # one population drawn
-    assert verdicts.Condition("kinds", verdicts.every_seed, verdicts.SeedCount((1, 1))).outcome is None
+    # one population drawn
+    assert statistics.saved_interval(diversity_row, "gain_counts").seeds == 1
+    assert verdicts.Condition("kinds", verdicts.every_seed,
+                              verdicts.SeedCount((1, 1))).outcome is None
     data = {"a": 0.5 + rng.normal(0, 0.1, (5, 100))}
     centre = data["a"].mean()
     partly = statistics.interval(lambda m: np.where(m["a"] >= centre, m["a"], np.nan), data)
@@ -174,4 +219,5 @@ def test_a_part_is_not_decided_on_one_seed_nor_on_draws_where_it_is_undefined():
     assert verdicts.Condition("partly defined", verdicts.rises, partly).outcome is None
     every = verdicts.SeedCount((5, 5))
     assert verdicts.Condition("kinds", verdicts.beyond_noise, every, 0.0).outcome is True
-    assert verdicts.Condition("kinds", verdicts.beyond_noise, every, 1.0).outcome is None  # chance does it too
+    # chance does it too
+    assert verdicts.Condition("kinds", verdicts.beyond_noise, every, 1.0).outcome is None

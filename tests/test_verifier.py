@@ -99,12 +99,13 @@ MATH_CASES = [
 
 @pytest.mark.parametrize("completion, answer, expected", MATH_CASES)
 def test_math_reward(completion, answer, expected):
-    """scale/verifier.py's grader, which every run scale/assembly.py builds grades with: answers as chat
-    models write them."""
+    """scale/verifier.py's grader, which every run scale/assembly.py builds grades with: answers as
+    chat models write them."""
     assert math_reward(completion, answer) == expected
 
 
-REFERENCE_CASES = [  # es_grpo.math_grade: the last \boxed{}, else the last number; by value, else math-verify
+# es_grpo.math_grade: the last \boxed{}, else the last number; by value, else math-verify
+REFERENCE_CASES = [
     ("so the answer is \\boxed{42}.", "Natalia sold ... #### 42", 1.0, "42"),
     ("\\boxed{\\frac{1}{2}} no wait \\boxed{7}", "7", 1.0, "7"),
     ("3 + 4 = 7.0", "7", 1.0, "7"),
@@ -131,37 +132,47 @@ def test_the_reference_grader_reads_the_final_answer_by_value(completion, answer
 
 
 @pytest.mark.parametrize("completion, answer, expected, key", REFERENCE_CASES)
-def test_the_full_grader_agrees_where_the_reference_reads_an_answer(completion, answer, expected, key):
-    """Where a completion ends in a boxed answer or a bare number, scale's grader rewards as the reference."""
+def test_the_full_grader_agrees_where_the_reference_reads_an_answer(
+        completion, answer, expected, key):
+    """Where a completion ends in a boxed answer or a bare number, scale's grader rewards as the
+    reference."""
     assert math_reward(completion, answer) == expected
 
 
 def test_the_reference_and_the_worker_grade_every_math_case_alike():
-    """es_grpo.py's own latex_compare (math-verify under its timer) and scale/verifier.py's worker give every
-    case of this file the same reward and the same Maj@K key through the full grader."""
+    """es_grpo.py's own latex_compare (math-verify under its timer) and scale/verifier.py's worker
+    give every case of this file the same reward and the same Maj@K key through the full grader."""
     cases = MATH_CASES + REFERENCE_CASES
-    graded = {name: [verifier.math_grade(completion, answer, latex) for completion, answer, *_ in cases]
-              for name, latex in (("es_grpo", es_grpo.latex_compare), ("worker", verifier.MATH_VERIFY.compare))}
+    graded = {name: [verifier.math_grade(completion, answer, latex) for completion, answer,
+                     *_ in cases]
+              for name,
+              latex in (("es_grpo", es_grpo.latex_compare),
+                        ("worker", verifier.MATH_VERIFY.compare))}
     assert graded["es_grpo"] == graded["worker"]
 
 
 def test_the_assembly_gives_every_run_the_full_grader_and_es_grpo_keeps_its_own():
-    """The grader is a Context hook: es_grpo.py's own (the reference) where it runs alone, scale/verifier.py's
-    (prose read, bounded in any thread) in every Context scale/assembly.py builds; no global is swapped."""
+    """The grader is a Context hook: es_grpo.py's own (the reference) where it runs alone,
+    scale/verifier.py's (prose read, bounded in any thread) in every Context scale/assembly.py
+    builds; no global is swapped."""
     from scale import assembly
     from scale.config import Args
     problem = {"task": "math", "answer": "12000023"}
     prose = "The final answer is 12,000,023. I hope it is correct."
     alone, assembled = es_grpo.Context(Args(), None, None), assembly.context(Args(), None, None)
-    assert alone.grade is es_grpo.grade and alone.grade(problem, prose)[0] == 0.0  # declines 12,000,023
+    # declines 12,000,023
+    assert alone.grade is es_grpo.grade and alone.grade(problem, prose)[0] == 0.0
     assert assembled.grade is verifier.grade and assembled.grade(problem, prose)[0] == 1.0
-    assert es_grpo.grade(problem, prose)[0] == 0.0  # nothing of es_grpo changed by building the assembly
+    # nothing of es_grpo changed by building the assembly
+    assert es_grpo.grade(problem, prose)[0] == 0.0
 
 
 def test_majority_votes_on_the_parsed_answer():
-    """Maj@K's key is the answer's canonical value: 0.5, \\frac12 and 1/2 vote together, 0.25 apart."""
+    """Maj@K's key is the answer's canonical value: 0.5, \\frac12 and 1/2 vote together, 0.25
+    apart."""
     keys = [verifier.math_grade(text, "0.5")[1] for text in
-            ("\\boxed{\\frac12}", "\\boxed{0.5}", "so it is 1/2.", "$\\dfrac{1}{2}$", "\\boxed{0.25}")]
+            ("\\boxed{\\frac12}", "\\boxed{0.5}", "so it is 1/2.", "$\\dfrac{1}{2}$",
+             "\\boxed{0.25}")]
     assert len(set(keys[:4])) == 1 and keys[4] != keys[0]
 
 
@@ -170,7 +181,8 @@ def test_majority_votes_on_the_parsed_answer():
 
 @pytest.mark.parametrize("record, completion, expected", [
     (GSM8K[0], "In May she sold 48/2 = 24, so 48 + 24 = 72 in all. \\boxed{72}", 1.0),
-    (GSM8K[0], "Let me think step by step. " * 200 + "48 + 24 = 72", 1.0),  # a long chain of thought
+    # a long chain of thought
+    (GSM8K[0], "Let me think step by step. " * 200 + "48 + 24 = 72", 1.0),
     (GSM8K[0], "48 + 24 = 72 clips... wait, 48 + 48 = 96", 0.1),  # the last number is the answer
     (GSM8K[1], "0.2 x 50 = $10.00", 1.0),
     (GSM8K[1], "She earned $\\boxed{10}$.", 1.0),
@@ -184,33 +196,40 @@ def test_verbatim_gsm8k_answers(record, completion, expected):
 
 
 def test_the_verifier_bounds_hold_exactly_at_their_stated_limits():
-    """MAX_EXPR_CHARS (256 characters), MAX_DEPTH (32 parentheses), MAX_NUMBER_CHARS (64 digits), MAX_BITS
-    (a power's base bits x exponent) bound the project's own parser: at the limit an answer has its value,
-    one past it has none. MAX_ANSWER_CHARS bounds a boxed answer."""
+    """MAX_EXPR_CHARS (256 characters), MAX_DEPTH (32 parentheses), MAX_NUMBER_CHARS (64 digits),
+    MAX_BITS (a power's base bits x exponent) bound the project's own parser: at the limit an answer
+    has its value, one past it has none. MAX_ANSWER_CHARS bounds a boxed answer."""
     bounds = es_grpo.MAX_EXPR_CHARS, es_grpo.MAX_DEPTH, es_grpo.MAX_NUMBER_CHARS, es_grpo.MAX_BITS
     assert bounds == (256, 32, 64, 4096) and es_grpo.MAX_ANSWER_CHARS == 512
     ones = "1 " + "+1" * 127  # 128 ones: 256 characters
     assert len(ones) == 256 and countdown_reward(ones, [1] * 128, 128) == 1.0
-    assert countdown_reward(" " + ones.replace(" ", "  "), [1] * 128, 128) == 0.0  # 257 inside, stripped ends
+    # 257 inside, stripped ends
+    assert countdown_reward(" " + ones.replace(" ", "  "), [1] * 128, 128) == 0.0
     assert countdown_reward("(" * 32 + "1" + ")" * 32, [1], 1) == 1.0
     assert countdown_reward("(" * 33 + "1" + ")" * 33, [1], 1) == 0.0
     assert countdown_reward("9" * 64 + "-" + "9" * 63 + "9", [int("9" * 64)] * 2, 0) == 1.0
     assert countdown_reward("9" * 65 + "-1", [int("9" * 65), 1], int("9" * 65) - 1) == 0.0
-    assert plain_value("(" * 32 + "7" + ")" * 32) == 7 and plain_value("(" * 33 + "7" + ")" * 33) is None
-    assert plain_value("2^2048") == 2**2048 and plain_value("2^2049") is None  # 2 bits x 2048 = MAX_BITS
+    assert plain_value("(" * 32 + "7" + ")"
+                       * 32) == 7 and plain_value("(" * 33 + "7" + ")" * 33) is None
+    # 2 bits x 2048 = MAX_BITS
+    assert plain_value("2^2048") == 2**2048 and plain_value("2^2049") is None
     assert plain_value("2^0.5") is None  # a power that is not whole: not this parser's
     assert math_reward("\\boxed{" + " " * 510 + "7}", "7") == 1.0  # 511 characters of answer
-    assert math_reward("\\boxed{" + " " * 512 + "7}", "7") == 0.0  # its closing brace is past the bound
-    assert math_reward("\\boxed{2^{2049}}", "2^{2048} \\cdot 2") == 1.0  # past MAX_BITS: math-verify, exact
+    # its closing brace is past the bound
+    assert math_reward("\\boxed{" + " " * 512 + "7}", "7") == 0.0
+    # past MAX_BITS: math-verify, exact
+    assert math_reward("\\boxed{2^{2049}}", "2^{2048} \\cdot 2") == 1.0
 
 
 def test_parse_expression_returns_literals_and_exact_value():
     value, literals = parse_expression("(10-4)/4")
     assert value == 1.5 and literals == [10, 4, 4]
     assert parse_expression("((((1))))")[0] == 1
-    assert parse_expression("-3") is None and parse_expression("-3", plain_math=True)[0] == -3  # signs: math
+    # signs: math
+    assert parse_expression("-3") is None and parse_expression("-3", plain_math=True)[0] == -3
     assert parse_expression("2(3)") is None and parse_expression("2(3)", plain_math=True)[0] == 6
-    assert parse_expression("1.5") is None and parse_expression("1.5", plain_math=True)[0] == Fraction(3, 2)
+    assert (parse_expression("1.5") is None
+            and parse_expression("1.5", plain_math=True)[0] == Fraction(3, 2))
     assert parse_expression(".5", plain_math=True)[0] == Fraction(1, 2)
 
 
@@ -227,7 +246,8 @@ HOSTILE = [
     "\\boxed{" * 50_000,
     "\\boxed{" + "1" * 100_000 + "}",
     "".join(chr(random.Random(0).randrange(0x10FFFF) % 0xD800) for _ in range(100_000)),
-    "1e999999", "nan", "inf", "0x10", "1_000", "2^99999999", "(10^64)^64", "1.5^99999", "-" * 250 + "1",
+    "1e999999", "nan", "inf", "0x10", "1_000", "2^99999999", "(10^64)^64", "1.5^99999",
+    "-" * 250 + "1",
 ]  # and plain math: what stays in this process (LaTeX goes to the worker: HOSTILE_MATH)
 
 
@@ -252,19 +272,19 @@ HOSTILE_MATH = {  # LaTeX answers that are slow or huge to read: each is killed 
     "fractions 1000 deep": "$" + "\\frac{1}{" * 1000 + "2" + "}" * 1000 + "$",
     "sqrt chain": "$" + "\\sqrt{" * 300 + "2" + "}" * 300 + "$",
     "100 KB": "Let $x = 1$. " * 8000 + "\\boxed{6}",
-    "matrix": "\\boxed{\\begin{pmatrix}" + "\\\\".join(["&".join(["x^{99}"] * 40)] * 40) + "\\end{pmatrix}}",
-    "unbalanced": "$\\frac{1}{2" + "}" * 300 + "{" * 300 + "$",
+    "matrix": "\\boxed{\\begin{pmatrix}" + "\\\\".join(["&".join(["x^{99}"] * 40)] * 40)
+    + "\\end{pmatrix}}", "unbalanced": "$\\frac{1}{2" + "}" * 300 + "{" * 300 + "$",
     "signs": "\\boxed{" + "-" * 250 + "1}", "text": "\\boxed{" + "\\text{" * 100 + "}" * 100 + "}",
 }
 
 
 @pytest.fixture(params=["es_grpo", "worker"])
 def bounded(request, monkeypatch) -> tuple:
-    """The LaTeX reader math_grade is given, and its bound: es_grpo.py's latex_compare (math-verify as the
-    field calls it, each call under its own SIGALRM timer of MATH_SECONDS, whole seconds: here 1) or
-    scale/verifier.py's worker (a process killed past MATH_SECONDS, here 0.3 s; started here: its start is
-    not an answer's); the bound on one answer: two timed calls (the answer's parse and verify; the
-    reference's is short) or the kill."""
+    """The LaTeX reader math_grade is given, and its bound: es_grpo.py's latex_compare (math-verify
+    as the field calls it, each call under its own SIGALRM timer of MATH_SECONDS, whole seconds:
+    here 1) or scale/verifier.py's worker (a process killed past MATH_SECONDS, here 0.3 s; started
+    here: its start is not an answer's); the bound on one answer: two timed calls (the answer's
+    parse and verify; the reference's is short) or the kill."""
     if request.param == "worker":
         monkeypatch.setattr(es_grpo, "MATH_SECONDS", 0.3)
         verifier.MATH_VERIFY.compare("1", "$1$")
@@ -275,7 +295,8 @@ def bounded(request, monkeypatch) -> tuple:
 
 @pytest.mark.parametrize("name", HOSTILE_MATH)
 def test_hostile_math_answers_end_within_the_bound(name, bounded):
-    """Every call returns a reward within its bound (see bounded) of wall time, whatever the LaTeX."""
+    """Every call returns a reward within its bound (see bounded) of wall time, whatever the
+    LaTeX."""
     latex, bound = bounded
     start = time.monotonic()
     reward = verifier.math_grade(HOSTILE_MATH[name], "6", latex)[0]
@@ -284,8 +305,9 @@ def test_hostile_math_answers_end_within_the_bound(name, bounded):
 
 
 def test_off_the_main_thread_es_grpo_refuses_and_the_worker_is_bounded(monkeypatch):
-    """math-verify's timer (SIGALRM) reaches the main thread only: es_grpo.py's own latex_compare refuses at
-    once in a thread, in one line naming it and scale.verifier; the worker's kill bounds the call there."""
+    """math-verify's timer (SIGALRM) reaches the main thread only: es_grpo.py's own latex_compare
+    refuses at once in a thread, in one line naming it and scale.verifier; the worker's kill bounds
+    the call there."""
     monkeypatch.setattr(es_grpo, "MATH_SECONDS", 0.3)
     said = []
 
@@ -302,7 +324,8 @@ def test_off_the_main_thread_es_grpo_refuses_and_the_worker_is_bounded(monkeypat
     assert "not in scorer-1" in said[0] and "scale.verifier" in said[0]
     verifier.MATH_VERIFY.compare("1", "$1$")  # a started worker: its start is not this answer's
     rewards = []
-    thread = threading.Thread(target=lambda: rewards.append(math_reward(HOSTILE_MATH["tower"], "1")))
+    thread = threading.Thread(target=lambda: rewards.append(math_reward(HOSTILE_MATH["tower"],
+                                                                        "1")))
     start = time.monotonic()
     thread.start()
     thread.join(timeout=60)
@@ -311,8 +334,8 @@ def test_off_the_main_thread_es_grpo_refuses_and_the_worker_is_bounded(monkeypat
 
 
 def test_the_workers_eval_runs_no_text_but_sympy_literals(monkeypatch):
-    """The guard the worker puts on eval and exec: sympy's parse_expr may run a number token's literal,
-    and nothing else; sympy's own code (imports, generated functions) runs as before."""
+    """The guard the worker puts on eval and exec: sympy's parse_expr may run a number token's
+    literal, and nothing else; sympy's own code (imports, generated functions) runs as before."""
     import sympy
     from sympy.parsing.sympy_parser import parse_expr
 
@@ -325,33 +348,43 @@ def test_the_workers_eval_runs_no_text_but_sympy_literals(monkeypatch):
         parse_expr("__import__('os').getpid()")
     assert ran == []
     assert sympy.Number("12") == 12 and sympy.Number("0.25") == sympy.Float("0.25")
-    assert es_grpo.latex_compare("x \\leq 5", "$5 \\geq x$", bounded=False)[1]  # relations: sympy's generated code
+    # relations: sympy's generated code
+    assert es_grpo.latex_compare("x \\leq 5", "$5 \\geq x$", bounded=False)[1]
 
 
 def test_what_reaches_sympys_eval_is_a_literal(monkeypatch):
-    """On every math answer of these tests, hostile ones included, what math-verify's LaTeX path hands
-    to Python's eval (sympy's parse_expr, through sympy.Number(text)) is a literal such as "Integer (12 )"."""
+    """On every math answer of these tests, hostile ones included, what math-verify's LaTeX path
+    hands to Python's eval (sympy's parse_expr, through sympy.Number(text)) is a literal such as
+    "Integer (12 )"."""
     from sympy.parsing import sympy_parser
 
     seen, real = [], sympy_parser.eval_expr
-    monkeypatch.setattr(sympy_parser, "eval_expr", lambda code, *scopes: (seen.append(code), real(code, *scopes))[1])
-    cheap = [text for name, text in HOSTILE_MATH.items() if name in ("unbalanced", "matrix", "sqrt chain")]
+    monkeypatch.setattr(sympy_parser, "eval_expr", lambda code,
+                        *scopes: (seen.append(code), real(code, *scopes))[1])
+    cheap = [text for name,
+             text in HOSTILE_MATH.items() if name in ("unbalanced", "matrix", "sqrt chain")]
     cheap += [HOSTILE_MATH[name] for name in ("text", "signs")]
     answers = [(c, a) for c, a, _ in MATH_CASES] + [(text, "6") for text in cheap]
     for completion, answer in answers:
         es_grpo.latex_compare(answer, completion, bounded=False)
-    assert seen and all(isinstance(code, str) and verifier.SYMPY_LITERAL.fullmatch(code) for code in seen), [
-        code for code in seen if not (isinstance(code, str) and verifier.SYMPY_LITERAL.fullmatch(code))][:3]
+    assert seen and all(isinstance(code,
+                                   str) and verifier.SYMPY_LITERAL.fullmatch(code) for code
+                                   in seen), [
+        code for code in seen if not (isinstance(code,
+                                                 str)
+                                                 and verifier.SYMPY_LITERAL.fullmatch(code))][:3]
 
 
 def test_the_verifier_command_reads_math_verifys_tables_as_literals(tmp_path):
-    """eval.py verifier: each parametrize row of a test file is a case; other settings are left out."""
+    """eval.py verifier: each parametrize row of a test file is a case; other settings are left
+    out."""
     import eval as cli
     from conftest import in_process
 
     (tmp_path / "test_cases.py").write_text(
         'import pytest\n@pytest.mark.parametrize("gold,pred,expected", [\n'
-        '    ("$\\\\frac{1}{2}$", "so $\\\\boxed{0.5}$", 1),\n    ("$4$", "The answer is $\\\\frac{3}{4}$.", 0),\n'
+        '    ("$\\\\frac{1}{2}$", "so $\\\\boxed{0.5}$", 1),\n    ("$4$", "The answer is '
+        '$\\\\frac{3}{4}$.", 0),\n'
         '    ("$1$", "$2$", 1),\n])\ndef test_a(gold, pred, expected): pass\n'
         '@pytest.mark.parametrize("gold,pred,expected,precision", [("$1$", "$1.01$", 1, 1)])\n'
         'def test_b(gold, pred, expected, precision): pass\n')
@@ -362,16 +395,18 @@ def test_the_verifier_command_reads_math_verifys_tables_as_literals(tmp_path):
 
 
 LATEX_TRAPS = [  # wrong answers whose text holds the right number inside LaTeX or a longer word
-    ("$\\frac{1+\\sqrt{5}}{2}$", "2"), ("$-[0,1)$", "1"), ("$\\sqrt{2} \\cdot 2$", "2"), ("so x^2", "2"),
+    ("$\\frac{1+\\sqrt{5}}{2}$", "2"), ("$-[0,1)$", "1"), ("$\\sqrt{2} \\cdot 2$", "2"),
+    ("so x^2", "2"),
     ("it is 10^{10}", "10"), ("It is 1,234.", "234"), ("AZYUK2A", "2"), ("$x = 5 + y$", "5"),
-    ("\\( 3 \\cdot 4 \\)", "4"), ("the interval [0, 1)", "1"), ("\\frac{3}{4}", "4"), ("e^{-2}", "-2"),
-    ("\\[ 3 \\cdot\n4", "4"), ("\\(1\\) and \\[x +\n2", "2")]
+    ("\\( 3 \\cdot 4 \\)", "4"), ("the interval [0, 1)", "1"), ("\\frac{3}{4}", "4"),
+    ("e^{-2}", "-2"), ("\\[ 3 \\cdot\n4", "4"), ("\\(1\\) and \\[x +\n2", "2")]
 
 
 @pytest.mark.parametrize("completion, answer", LATEX_TRAPS)
 def test_the_reference_never_reads_a_number_from_inside_latex(completion, answer):
-    """es_grpo.math_grade's fallback (no \\boxed{}) takes the last number only where it stands alone: these
-    wrong answers are never scored right (math-verify's own tests' cases of this kind, and more)."""
+    """es_grpo.math_grade's fallback (no \\boxed{}) takes the last number only where it stands
+    alone: these wrong answers are never scored right (math-verify's own tests' cases of this kind,
+    and more)."""
     assert es_grpo.math_grade(completion, answer)[0] < 1.0
 
 

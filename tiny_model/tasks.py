@@ -1,7 +1,8 @@
-"""The synthetic problems the shipped tiny model knows, the stand-in for the paper's GSM8K (es_grpo.py,
-departure 1): Countdown (trained with ES and GRPO), digit addition and digit sorting (held out, to measure
-forgetting). Each family is a seeded stream; its first EVAL_POOL problems under the test and dev seeds are
-the fixed evaluation pools, which no training step (pretraining included) ever sees."""
+"""The synthetic problems the shipped tiny model knows, the stand-in for the paper's GSM8K
+(es_grpo.py, departure 1): Countdown (trained with ES and GRPO), digit addition and digit sorting
+(held out, to measure forgetting). Each family is a seeded stream; its first EVAL_POOL problems
+under the test and dev seeds are the fixed evaluation pools, which no training step (pretraining
+included) ever sees."""
 from __future__ import annotations
 
 import copy
@@ -15,9 +16,10 @@ EVAL_POOL = 500  # built-in evaluation problems: the first ones of a fixed strea
 SPLIT_SEEDS = {"test": 12345, "dev": 54321}  # report on test; tune on dev
 FAMILIES = ("countdown", "add", "sort")  # the tiny model's, pretrained on (tiny_model/pretrain.py)
 HELDOUT = {"countdown": ("add", "sort"),  # trained task -> held-out families: the tiny model's
-           "add": ("word",)}  # a chat model's (README: SmolLM2-135M-Instruct half-solves none of the others)
-NAMES, ITEMS = ("Ava", "Ben", "Mia", "Leo", "Zoe", "Sam", "Ivy", "Max"), ("apples", "stickers", "marbles",
-                                                                          "books", "cookies", "pencils", "shells")
+           # a chat model's (README: SmolLM2-135M-Instruct half-solves none of the others)
+           "add": ("word",)}
+NAMES, ITEMS = (("Ava", "Ben", "Mia", "Leo", "Zoe", "Sam", "Ivy", "Max"),
+                ("apples", "stickers", "marbles", "books", "cookies", "pencils", "shells"))
 ARITHMETIC = {"+": operator.add, "-": operator.sub, "*": operator.mul, "/": operator.truediv}
 
 
@@ -26,7 +28,8 @@ def make_problem(task: str, rng: random.Random) -> dict:
     if task == "add":
         a, b = rng.randint(10, 99), rng.randint(10, 99)
         return {"task": "add", "question": f"{a}+{b}", "answer": str(a + b)}
-    if task == "word":  # a one-step word problem, GSM8K's answer format: the chat model's held-out family
+    # a one-step word problem, GSM8K's answer format: the chat model's held-out family
+    if task == "word":
         return word_problem(rng)
     if task == "sort":
         digits = "".join(rng.choice("0123456789") for _ in range(rng.randint(6, 10)))
@@ -35,14 +38,16 @@ def make_problem(task: str, rng: random.Random) -> dict:
         numbers = [rng.randint(1, 20) for _ in range(3)]
         a, b, c = rng.sample(numbers, 3)
         op1, op2 = rng.choice("+-*/"), rng.choice("+-*/")
-        inner = ARITHMETIC[op1](Fraction(a), b)  # exact; the numbers are at least 1, so no division by zero
+        # exact; the numbers are at least 1, so no division by zero
+        inner = ARITHMETIC[op1](Fraction(a), b)
         if inner.denominator != 1 or inner <= 0:
             continue
         outer_first = rng.random() < 0.5
         solution = f"({a}{op1}{b}){op2}{c}" if outer_first else f"{c}{op2}({a}{op1}{b})"
         value = ARITHMETIC[op2](inner, c) if outer_first else ARITHMETIC[op2](Fraction(c), inner)
         if value.denominator == 1 and 0 < value <= 100:
-            return {"task": "countdown", "numbers": numbers, "target": int(value), "solution": solution}
+            return {"task": "countdown", "numbers": numbers, "target": int(value),
+                    "solution": solution}
 
 
 def word_problem(rng: random.Random) -> dict:
@@ -53,7 +58,8 @@ def word_problem(rng: random.Random) -> dict:
         (f"{name} has {a + b} {item} and gives away {b}. How many {item} are left?", a),
         (f"{name} buys {b} boxes of {item} with {a % 12 + 2} in each box. How many {item} is that?",
          b * (a % 12 + 2)),
-        (f"{name} shares {a * b} {item} equally among {b} friends. How many does each friend get?", a)][kind]
+        (f"{name} shares {a * b} {item} equally among {b} friends. How many does each friend get?",
+         a)][kind]
     return {"task": "math", "question": question, "answer": f"#### {answer}"}
 
 
@@ -62,8 +68,9 @@ def problem_key(problem: dict) -> str:
 
 
 def generate_problems(task: str, count: int, seed: int, exclude: set = frozenset()) -> list[dict]:
-    """The first `count` distinct problems of a family's stream for `seed`, skipping those in exclude. Made
-    once per process (generating a run's training problems is slow) and handed out as copies."""
+    """The first `count` distinct problems of a family's stream for `seed`, skipping those in
+    exclude. Made once per process (generating a run's training problems is slow) and handed out as
+    copies."""
     return copy.deepcopy(list(stream_prefix(task, count, seed, frozenset(exclude))))
 
 

@@ -12,11 +12,13 @@ from analyses.paths import LABELS
 from analyses.reproduction.claims import Claim
 from analyses.reproduction.readings import SATURATION
 from analyses.statistics import shown
-from analyses.verdicts import (CATASTROPHIC_SHARE, ENTROPY_MARGIN_SHARE, FIXED, OUTCOMES, PREREGISTRATION,
-                               TOLERANCE, VERDICTS, SeedCount, at_least, beyond_noise, every_seed, falls, falls_by,
-                               keeps, no_gain, reachable, rises)
+from analyses.verdicts import (CATASTROPHIC_SHARE, ENTROPY_MARGIN_SHARE, FIXED, OUTCOMES,
+                               PREREGISTRATION,
+                               TOLERANCE, VERDICTS, SeedCount, at_least, beyond_noise, every_seed,
+                               falls, falls_by, keeps, no_gain, reachable, rises)
 
-MARGIN_WORDS = {rises: "above 0; ±{m}", falls: "below 0; ±{m}", keeps: "a fall of {m}", no_gain: "below {m}",
+MARGIN_WORDS = {rises: "above 0; ±{m}", falls: "below 0; ±{m}", keeps: "a fall of {m}",
+                no_gain: "below {m}",
                 at_least: "at least {m}", falls_by: "a fall of {m}", every_seed: "every seed",
                 beyond_noise: "every seed; not the null run"}
 DESIGN = ("seeds", "eval_problems", "samples", "diversity_problems", "forgetting_problems")
@@ -40,7 +42,8 @@ def margin_word(condition) -> str:
     word = MARGIN_WORDS.get(condition.test, condition.test.__name__)
     if condition.test is beyond_noise:
         return word
-    return word.format(m=f"{condition.margin:.4g}") if condition.margin is not None else word.split(";")[0]
+    return (word.format(m=f"{condition.margin:.4g}") if condition.margin is not None
+            else word.split(";")[0])
 
 
 def outcome_word(condition) -> str:
@@ -63,22 +66,29 @@ def parts_section(claims: list[Claim]) -> list[str]:
     shows."""
     rows = []
     for claim in claims:
-        rows += [f"| {claim.number} | {c.name} | {estimate(c.value)} | {margin_word(c)} | {outcome_word(c)} |"
-                 for c in claim.conditions]
-        rows += [f"| {claim.number} | {part} | - | - | not measured: {why} |" for part, why in claim.unmeasured]
+        rows += [f"| {claim.number} | {c.name} | {estimate(c.value)} | {margin_word(c)} | "
+                 f"{outcome_word(c)} |" for c in claim.conditions]
+        rows += [f"| {claim.number} | {part} | - | - | not measured: {why} |" for part,
+                 why in claim.unmeasured]
     verdicts = [f"| {claim.number}. {claim.statement} | **{claim.verdict}** |" for claim in claims]
     context = []
     for claim in claims:
         if claim.shown:
             context += [f"**Claim {claim.number}**, shown beside its parts: "
-                        + "; ".join(f"{item.name} {estimate(item.value, item.digits)}" for item in claim.shown)
+                        + "; ".join(f"{item.name} {estimate(item.value, item.digits)}" for item
+                                    in claim.shown)
                         + ".", ""]
     return ["## Every part of every claim", "",
-            "Each part's outcome: *holds*, *small* (real, but inside its margin), *absent* (inside the margin, "
-            "across 0), *fails* or *undecided*; how each test reads its interval and what each verdict means: "
-            "\"How the table is read\" below. `es` and `es-alpha...` are ES at its alpha and a second one; "
-            "GRPO's frontier is the best of its learning rates' paths where they reach that ES's Pass@1.", "",
-            "| claim | part | estimate [95% interval] | margin | outcome |", "|---|---|---|---|---|", *rows, "",
+            "Each part's outcome: *holds*, *small* (real, but inside its margin), *absent* (inside "
+            "the margin, "
+            "across 0), *fails* or *undecided*; how each test reads its interval and what each "
+            "verdict means: "
+            "\"How the table is read\" below. `es` and `es-alpha...` are ES at its alpha and a "
+            "second one; "
+            "GRPO's frontier is the best of its learning rates' paths where they reach that ES's "
+            "Pass@1.", "",
+            "| claim | part | estimate [95% interval] | margin | outcome |",
+            "|---|---|---|---|---|", *rows, "",
             "| claim | verdict |", "|---|---|", *verdicts, "", *context]
 
 
@@ -86,10 +96,12 @@ def stability_lines(record: dict) -> list[str]:
     """The bootstrap's check: outcomes that moved with its seed (none, if all is well) and the
     largest Monte Carlo error of a bound."""
     part, error = record["largest_mc_error"]
-    moved = "; ".join(f"{name}: {', '.join(sorted(set(found)))}" for name, found in record["changed"].items())
-    return [f"Every outcome above was found again under {record['seeds'] - 1} other bootstrap seeds: "
-            + (f"these moved: {moved}." if moved else "none moved.")
-            + f" The largest Monte Carlo error of a bound is {error:.2g} ({part}); a difference of means has an "
+    moved = "; ".join(f"{name}: {', '.join(sorted(set(found)))}" for name,
+                      found in record["changed"].items())
+    return [f"Every outcome above was found again under {record['seeds'] - 1} other bootstrap "
+            f"seeds: " + (f"these moved: {moved}." if moved else "none moved.")
+            + f" The largest Monte Carlo error of a bound is {error:.2g} ({part}); a difference of "
+              f"means has an "
             "exact bootstrap variance and none.", ""]
 
 
@@ -108,25 +120,31 @@ def preregistration_section(plan) -> list[str]:
     fixed and what data were known then; this invocation's design against the fixed one."""
     key = report_key(plan.out)
     design = FIXED["reports"].get(key)
-    margins = {name: {"value": f"{entry['value']:g}", "unit": entry["unit"], "fixed": entry["fixed"],
+    margins = {name: {"value": f"{entry['value']:g}", "unit": entry["unit"],
+                      "fixed": entry["fixed"],
                       "known then": entry["data_seen"].get(key, "not recorded for this report"),
                       "why": entry["reason"]} for name, entry in FIXED["margins"].items()}
-    rows = [f"| {name} | {m['value']} | {m['unit']} | {m['fixed']} | {m['known then']} | {m['why']} |"
-            for name, m in margins.items()]
+    rows = [f"| {name} | {m['value']} | {m['unit']} | {m['fixed']} | {m['known then']} | "
+            f"{m['why']} |" for name, m in margins.items()]
     where = PREREGISTRATION.relative_to(PREREGISTRATION.parents[1])
     lines = ["## Fixed in advance", "",
-             f"Each margin and this report's design are fixed in `{where}` (dated; a margin changed later appears "
-             "there beside the fixed one, which the rules read). Where a "
-             "margin was set with this report's data known, the table says so: its outcome is weaker evidence "
-             "than one fixed before.", "",
-             "| margin | value | unit | fixed | data known then | why |", "|---|---|---|---|---|---|", *rows, ""]
+             f"Each margin and this report's design are fixed in `{where}` (dated; a margin "
+             f"changed later appears " "there beside the fixed one, which the rules read). Where a "
+             "margin was set with this report's data known, the table says so: its outcome is "
+             "weaker evidence " "than one fixed before.", "",
+             "| margin | value | unit | fixed | data known then | why |",
+             "|---|---|---|---|---|---|", *rows, ""]
     if design is None:
         return lines + [f"No design was fixed in advance for `{key}`.", ""]
     here = {"seeds": plan.seeds, "eval_problems": plan.args.eval_problems, "samples": plan.samples,
-            "diversity_problems": plan.diversity_problems, "forgetting_problems": plan.forgetting_problems}
-    differ = [f"{name} {here[name]} (fixed: {design[name]})" for name in DESIGN if here[name] != design[name]]
-    return lines + [f"This report's design was fixed on {design['fixed']} ({design['commit']}): task "
-                    f"{design['task']}, seeds {design['seeds']}, {design['eval_problems']} problems x "
+            "diversity_problems": plan.diversity_problems,
+            "forgetting_problems": plan.forgetting_problems}
+    differ = [f"{name} {here[name]} (fixed: {design[name]})" for name in DESIGN if here[name]
+              != design[name]]
+    return lines + [f"This report's design was fixed on {design['fixed']} ({design['commit']}): "
+                    f"task "
+                    f"{design['task']}, seeds {design['seeds']}, {design['eval_problems']} "
+                    f"problems x "
                     f"{design['samples']} samples; {design['reason']}. This invocation "
                     + (f"differs: {'; '.join(differ)}." if differ else "keeps it."), ""]
 
@@ -154,15 +172,19 @@ def replicate_section(evidence) -> list[str]:
                     f"{float(np.mean(points[-1]['pass@1'])):.3f} |")
     return ["## The same settings on another machine", "",
             f"`{design['replicate']}` trained these runs with this report's settings on "
-            f"{design.get('replicate_machine', 'another machine')}; the spread between the two is the only "
+            f"{design.get('replicate_machine', 'another machine')}; the spread between the two is "
+            f"the only "
             "measure of run-to-run variation this design has. It enters no interval (one "
-            "replicate, on other hardware, is not a seed): it shows why one seed decides no part that depends "
-            "on training.", "", "| run there | its update | its Pass@1 | here, update | here, Pass@1 |",
+            "replicate, on other hardware, is not a seed): it shows why one seed decides no part "
+            "that depends "
+            "on training.", "",
+            "| run there | its update | its Pass@1 | here, update | here, Pass@1 |",
             "|---|---|---|---|---|", *rows, ""]
 
 
 def same_rates(mine: dict, theirs: dict) -> bool:
-    """Two runs' settings name the same schedule at the same rates (the rates its algorithms use)."""
+    """Two runs' settings name the same schedule at the same rates (the rates its algorithms
+    use)."""
     used = [key for key in ("grpo_lr", "es_alpha") if key.split("_")[0] in mine["algo"].split("-")]
     return all(mine.get(key) == theirs.get(key) for key in ("algo", "es_null", *used))
 
@@ -173,7 +195,8 @@ def claim_records(claims: list[Claim]) -> list[dict]:
     def value(v):
         return list(v) if isinstance(v, tuple) else v
     return [{"claim": claim.number, "statement": claim.statement, "verdict": claim.verdict,
-             "parts": [{"part": c.name, "value": value(c.value), "test": c.test.__name__, "margin": c.margin,
+             "parts": [{"part": c.name, "value": value(c.value), "test": c.test.__name__,
+                        "margin": c.margin,
                         "outcome": OUTCOMES[c.outcome], "over_problems": OUTCOMES[c.measured]}
                        for c in claim.conditions],
              "shown": [{"name": item.name, "value": value(item.value)} for item in claim.shown],
@@ -184,20 +207,31 @@ def rules_section() -> list[str]:
     """How the table is read: the intervals, each test, the margins and the verdict words."""
     return [
         "## How the table is read", "",
-        "Every interval is 95%: the estimate plus or minus a t quantile (Welch-Satterthwaite degrees of freedom) "
-        "times a standard error made of a paired bootstrap over the problems (the same draw for every model "
-        "compared; exact for a difference of means) and a leave-one-seed-out jackknife over the seeds. Each part "
-        "of a claim is a test of its interval against 0 and a margin fixed in advance (the next section): "
-        "*rises* (or *falls*) holds when the interval is above (below) 0, is *small* when it is also wholly "
-        "inside the margin, is *absent* when it lies inside (-margin, margin) across 0, and fails when it is "
-        "wholly on the wrong side of 0; *keeps* holds when the interval's lower end is above -margin and fails "
-        "when the whole of it is below; *at least* reads the interval against a bound; *every seed* holds when "
-        "every seed shows it and fails when none does (for ES's module kinds, undecided where the null run shows "
-        "it too). None is decided on an interval of no spread (se 0), on fewer seeds than the fixed minimum, or "
+        "Every interval is 95%: the estimate plus or minus a t quantile (Welch-Satterthwaite "
+        "degrees of freedom) "
+        "times a standard error made of a paired bootstrap over the problems (the same draw for "
+        "every model "
+        "compared; exact for a difference of means) and a leave-one-seed-out jackknife over the "
+        "seeds. Each part "
+        "of a claim is a test of its interval against 0 and a margin fixed in advance (the next "
+        "section): "
+        "*rises* (or *falls*) holds when the interval is above (below) 0, is *small* when it is "
+        "also wholly "
+        "inside the margin, is *absent* when it lies inside (-margin, margin) across 0, and fails "
+        "when it is "
+        "wholly on the wrong side of 0; *keeps* holds when the interval's lower end is above "
+        "-margin and fails "
+        "when the whole of it is below; *at least* reads the interval against a bound; *every "
+        "seed* holds when "
+        "every seed shows it and fails when none does (for ES's module kinds, undecided where the "
+        "null run shows "
+        "it too). None is decided on an interval of no spread (se 0), on fewer seeds than the "
+        "fixed minimum, or "
         "where the statistic was undefined in more of the bootstrap's draws than the fixed share. "
-        f"Margins: Pass@K and Pass@1, {TOLERANCE:g}; token entropy, {ENTROPY_MARGIN_SHARE:g} of the base model's, in "
-        f"nats; catastrophic forgetting, a fall of {CATASTROPHIC_SHARE:g} of the base model's held-out Pass@K; "
-        "the others as the table gives them. A claim's verdict: "
+        f"Margins: Pass@K and Pass@1, {TOLERANCE:g}; token entropy, {ENTROPY_MARGIN_SHARE:g} of "
+        f"the base model's, in "
+        f"nats; catastrophic forgetting, a fall of {CATASTROPHIC_SHARE:g} of the base model's "
+        f"held-out Pass@K; " "the others as the table gives them. A claim's verdict: "
         + "; ".join(f"*{word}*: {meaning}" for word, meaning in VERDICTS.items())
         + ". Values shown beside the parts are context: in no verdict.", ""]
 
@@ -214,18 +248,20 @@ def saturation_section(claims: list[Claim]) -> list[str]:
     for name, run in runs.items():
         if run["reaches_base_passk"] is None:
             continue
-        saturates = (f"; Pass@1 {SATURATION:g} or more from update {run['saturates']}: the task saturates there"
-                     if run["saturates"] is not None else "")
-        lines.append(f"- {LABELS.get(name, name)}: Pass@1 reaches the base's Pass@{k} ({base:.3f}) at update "
-                     f"{run['reaches_base_passk']} (highest {run['highest_pass1']:.3f}){saturates}. From there its "
+        saturates = (f"; Pass@1 {SATURATION:g} or more from update {run['saturates']}: the task "
+                     f"saturates there" if run["saturates"] is not None else "")
+        lines.append(f"- {LABELS.get(name, name)}: Pass@1 reaches the base's Pass@{k} ({base:.3f}) "
+                     f"at update "
+                     f"{run['reaches_base_passk']} (highest "
+                     f"{run['highest_pass1']:.3f}){saturates}. From there its "
                      f"Pass@{k} cannot be below the base's: Pass@{k} >= Pass@1 on every problem.")
     grpo = runs.get("grpo")
     if grpo is not None:
         room = base - grpo["end_pass1"]
-        lines.append(f"- Claim 1's part \"GRPO's Pass@{k} falls below the base's\" reads the calibrated GRPO run at "
-                     f"its end (Pass@1 {grpo['end_pass1']:.3f}): "
-                     + ("it cannot hold there (no room to fall), and so is decided against by the ceiling, not "
-                        "by a loss of coverage." if room <= 0 else
+        lines.append(f"- Claim 1's part \"GRPO's Pass@{k} falls below the base's\" reads the "
+                     f"calibrated GRPO run at " f"its end (Pass@1 {grpo['end_pass1']:.3f}): "
+                     + ("it cannot hold there (no room to fall), and so is decided against by the "
+                        "ceiling, not " "by a loss of coverage." if room <= 0 else
                         f"its Pass@{k} can fall at most {room:.3f} below the base's."))
     if not lines:
         return []
@@ -237,18 +273,23 @@ def saturation_section(claims: list[Claim]) -> list[str]:
             + (f": below the base's Pass@{k}, where no ceiling decides them." if below else
                f": at or above the base's Pass@{k}, where the ceiling may decide them."))
     return ["## Where the task leaves no room to fall", "",
-            f"A run whose Pass@1 reaches the base model's Pass@{k} cannot have a lower Pass@{k} than the base from "
-            "there on; a run at Pass@1 near 1 has nothing left to lose. Such runs decide the parts that read them "
-            "by the ceiling, not by the methods (choosing a task that does not saturate is the cure):", "",
-            *lines, ""]
+            f"A run whose Pass@1 reaches the base model's Pass@{k} cannot have a lower Pass@{k} "
+            f"than the base from "
+            "there on; a run at Pass@1 near 1 has nothing left to lose. Such runs decide the parts "
+            "that read them "
+            "by the ceiling, not by the methods (choosing a task that does not saturate is the "
+            "cure):", "", *lines, ""]
 
 
 def reachable_section(claims: list[Claim]) -> list[str]:
     """Each claim's parts with their outcome now, and the verdicts its rule can reach
     (verdicts.reachable: every outcome each part's test gives on a grid of intervals, combined)."""
-    rows = [f"| {claim.number} | " + "; ".join(f"{c.name}: {OUTCOMES[c.outcome]}" for c in claim.conditions)
-            + f" | {', '.join(reachable(list(claim.conditions)))} |" for claim in claims if claim.conditions]
+    rows = [f"| {claim.number} | "
+            + "; ".join(f"{c.name}: {OUTCOMES[c.outcome]}" for c in claim.conditions)
+            + f" | {', '.join(reachable(list(claim.conditions)))} |" for claim in claims
+            if claim.conditions]
     return ["## What each rule can reach", "",
-            "Each claim's parts with their outcome here, and every verdict its rule can reach on some data (found "
+            "Each claim's parts with their outcome here, and every verdict its rule can reach on "
+            "some data (found "
             "by trying each part's test on intervals over a grid around 0 and its margin).", "",
             "| claim | parts: outcome here | verdicts it can reach |", "|---|---|---|", *rows, ""]

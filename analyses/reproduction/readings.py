@@ -7,9 +7,10 @@ import numpy as np
 
 from analyses.paths import end_of, finals_array, matched_entropy, path_arrays
 from analyses.reproduction.evidence import Evidence
-from analyses.reproduction.matching import claim1_matched_values, frontier_values, zscore_at_matched_pass1
-from analyses.statistics import (Interval, combined, entropy_change, interval, paired_difference, per_problem,
-                                 saved_interval)
+from analyses.reproduction.matching import (claim1_matched_values, frontier_values,
+                                            zscore_at_matched_pass1)
+from analyses.statistics import (Interval, combined, entropy_change, interval, paired_difference,
+                                 per_problem, saved_interval)
 from analyses.verdicts import CATASTROPHIC_SHARE, ENTROPY_MARGIN_SHARE, EXPLAINED_SHARE, SeedCount
 from analyses.weights import gaussian_kept_share, module_kinds_seeds
 
@@ -47,10 +48,13 @@ def ceilings(evidence: Evidence, k: int) -> dict:
     for name, run in runs.items():
         path = path_arrays(run["paths"], k)
         points = list(zip(path["update"], path["pass@1"].mean((1, 2))))  # (update, mean Pass@1)
-        first = [next((int(u) for u, p in points if p >= level), None) for level in (base, SATURATION)]
-        found[name] = {"highest_pass1": float(max(p for _, p in points)), "end_pass1": float(points[-1][1]),
+        first = [next((int(u) for u, p in points if p >= level),
+                      None) for level in (base, SATURATION)]
+        found[name] = {"highest_pass1": float(max(p for _, p in points)),
+                       "end_pass1": float(points[-1][1]),
                        "reaches_base_passk": first[0], "saturates": first[1]}
-    levels = {name: float(finals_array(evidence.runs[name]["finals"], n, 1).mean()) for name in ("es", "grpo-es")
+    levels = {name: float(finals_array(evidence.runs[name]["finals"], n,
+                                       1).mean()) for name in ("es", "grpo-es")
               if name in evidence.runs}  # where the parts at matched Pass@1 meet GRPO's paths
     return {"base_passk": base, "runs": found, "matched_levels": levels}
 
@@ -62,10 +66,12 @@ def claim1_values(evidence: Evidence) -> dict:
     runs, rows, k = evidence.runs, evidence.rows, evidence.plan.k
     n = runs["es"]["config"]["eval_samples"]
     base = finals_array(runs["es"]["base"], n, k)
-    at_es = matched_entropy(end_of(runs["es"], k), path_arrays(runs["grpo"]["paths"], k), runs["grpo"]["base"])
+    at_es = matched_entropy(end_of(runs["es"], k), path_arrays(runs["grpo"]["paths"], k),
+                            runs["grpo"]["base"])
     base_entropy = float(np.mean([row["entropy"] for row in runs["grpo"]["base"]]))
     grpo_vs_es = versus(rows, "GRPO", "ES", "sequences")
-    values = {"k": k, "es_pass1_gain": es_pass1_gain(evidence), "entropy_margin": ENTROPY_MARGIN_SHARE * base_entropy,
+    values = {"k": k, "es_pass1_gain": es_pass1_gain(evidence),
+              "entropy_margin": ENTROPY_MARGIN_SHARE * base_entropy,
               "entropy_es_minus_grpo_at_es_pass1": at_es["difference"],
               "grpo_entropy_relative_change_at_es_pass1": at_es["relative"],
               "grpo_updates": runs["grpo"]["config"]["steps"],
@@ -73,15 +79,17 @@ def claim1_values(evidence: Evidence) -> dict:
               "grpo_pass1_change": paired_difference(finals_array(runs["grpo"]["finals"], n, 1),
                                                      finals_array(runs["grpo"]["base"], n, 1)),
               "grpo_entropy_change": entropy_change(runs["grpo"]["finals"], runs["grpo"]["base"]),
-              "grpo_entropy_relative_change": entropy_change(runs["grpo"]["finals"], runs["grpo"]["base"],
-                                                             relative=True),
-              "grpo_passk_change": paired_difference(finals_array(runs["grpo"]["finals"], n, k), base),
+              "grpo_entropy_relative_change": entropy_change(runs["grpo"]["finals"],
+                                                             runs["grpo"]["base"], relative=True),
+              "grpo_passk_change": paired_difference(finals_array(runs["grpo"]["finals"], n, k),
+                                                     base),
               "passk_es_minus_grpo_at_es_pass1": rows["ES vs GRPO, at ES's Pass@1"][f"pass@{k}"],
               "ceilings": ceilings(evidence, k)}
     if grpo_vs_es is not None:
         values |= {"grpo_minus_es_pass1_at_sequences": grpo_vs_es["pass@1"],
                    "grpo_minus_es_sequences": grpo_vs_es["where"]}
-    return values | claim1_matched_values(evidence) | (frontier_values(evidence) if evidence.frontier else {})
+    return values | claim1_matched_values(evidence) | (frontier_values(evidence)
+                                                       if evidence.frontier else {})
 
 
 def es_passk_advantage(e: dict) -> tuple:
@@ -117,9 +125,11 @@ def claim3_values(evidence: Evidence) -> dict:
     """GRPO->ES against GRPO alone (equal updates, and where GRPO's path reaches its Pass@1) and ES
     alone."""
     rows, k = evidence.rows, evidence.plan.k
-    return {"k": k, "grpo_es_pass1_minus_grpo": rows["GRPO->ES vs GRPO, at equal updates"]["pass@1"],
+    return {"k": k,
+            "grpo_es_pass1_minus_grpo": rows["GRPO->ES vs GRPO, at equal updates"]["pass@1"],
             "grpo_es_passk_minus_es": rows["GRPO->ES vs ES alone, at equal sequences"][f"pass@{k}"],
-            "grpo_es_passk_minus_grpo_at_pass1": rows["GRPO->ES vs GRPO, at GRPO->ES's Pass@1"][f"pass@{k}"],
+            "grpo_es_passk_minus_grpo_at_pass1":
+                rows["GRPO->ES vs GRPO, at GRPO->ES's Pass@1"][f"pass@{k}"],
             "grpo_es_pass1_minus_es": rows["GRPO->ES vs ES alone, at equal sequences"]["pass@1"]}
 
 
@@ -132,16 +142,23 @@ def claim4_values(evidence: Evidence) -> dict:
     seeds, n = evidence.sparse_seeds, evidence.plan.samples
     pass1 = lambda rows: per_problem(rows, seeds["samples"], 1)  # noqa: E731  (seeds, P)
     full, top = pass1(seeds["full"]), pass1(seeds["top"])
-    blind = np.stack([pass1(masks).mean(0) for masks in seeds["random"]])  # (seeds, P) mean over the masks
+    # (seeds, P) mean over the masks
+    blind = np.stack([pass1(masks).mean(0) for masks in seeds["random"]])
     base = np.repeat(pass1([seeds["base"]]), len(full), 0)
-    es_drift, _, null_drift = evidence.drift["drift"].values()  # seed 0's ES, GRPO and null ES models
-    gain_kept = lambda m, a="": (m[a + "top"] - m["base"]) / (m[a + "full"] - m["base"])  # noqa: E731
-    null = {"null_top": pass1(seeds["null_top"]), "null_full": pass1(seeds["null_full"])}  # a null run per seed
+    # seed 0's ES, GRPO and null ES models
+    es_drift, _, null_drift = evidence.drift["drift"].values()
+    gain_kept = lambda m, a="": (m[a + "top"] - m["base"]) / (m[a + "full"]
+                                                              - m["base"])  # noqa: E731
+    # a null run per seed
+    null = {"null_top": pass1(seeds["null_top"]), "null_full": pass1(seeds["null_full"])}
     arrays = {"top": top, "full": full, "base": base, **null}
     gaussian = gaussian_kept_share(seeds["sparsity"])
-    excess = lambda m, a="": (m[a + "top"] - m["base"]) - gaussian * (m[a + "full"] - m["base"])  # noqa: E731
-    e = {"es_pass1_gain": es_pass1_gain(evidence), "drift_ratio": evidence.drift_ratio, "sparsity": seeds["sparsity"],
-         "sparse_pass1_change": paired_difference(top, full), "sparse_minus_random": paired_difference(top, blind),
+    excess = lambda m, a="": (m[a + "top"]
+                              - m["base"]) - gaussian * (m[a + "full"] - m["base"])  # noqa: E731
+    e = {"es_pass1_gain": es_pass1_gain(evidence), "drift_ratio": evidence.drift_ratio,
+         "sparsity": seeds["sparsity"],
+         "sparse_pass1_change": paired_difference(top, full),
+         "sparse_minus_random": paired_difference(top, blind),
          "sparse_gain_kept": interval(gain_kept, arrays), "gaussian_kept": gaussian,
          "null_gain_kept": interval(lambda m: gain_kept(m, "null_"), arrays),
          "sparse_excess": interval(excess, arrays),
@@ -153,14 +170,15 @@ def claim4_values(evidence: Evidence) -> dict:
          "kind_drift": {kind: (es_drift[kind], null_drift[kind]) for kind in es_drift
                         if kind not in ("total", "other") and kind in null_drift},
          "es_module_kinds": SeedCount(module_kinds_seeds(evidence.module_kinds["es"], "es")),
-         "null_module_kinds": SeedCount(module_kinds_seeds([null_drift], "es")),  # seed 0's null run
+         # seed 0's null run
+         "null_module_kinds": SeedCount(module_kinds_seeds([null_drift], "es")),
          "grpo_module_kinds": SeedCount(module_kinds_seeds(evidence.module_kinds["grpo"], "grpo"))}
     matched = evidence.matched
     if matched["updates"]:
         e["drift_ratio_matched_pass1"] = evidence.drift_ratio_matched
         e["matched_grpo_updates"] = matched["updates"]
-        e["matched_grpo_pass1_gain"] = paired_difference(finals_array(matched["finals"], n, 1),
-                                                         finals_array(evidence.runs["es"]["base"], n, 1))
+        e["matched_grpo_pass1_gain"] = paired_difference(
+            finals_array(matched["finals"], n, 1), finals_array(evidence.runs["es"]["base"], n, 1))
     if evidence.paper_steps:
         e["drift_ratio_paper_steps"] = evidence.paper_steps["drift_ratio"]
         e["paper_steps_lr"] = evidence.paper_steps["lr"]
@@ -171,12 +189,13 @@ def claim5_values(evidence: Evidence) -> dict:
     """Held-out Pass@k after ES and GRPO, and the noise control, against the base
     (forgetting_control)."""
     forgetting, k = evidence.forgetting, evidence.plan.k
-    held = lambda name: per_problem(forgetting[name], forgetting["samples"], k)  # noqa: E731  (seeds, P)
+    held = lambda name: per_problem(forgetting[name], forgetting["samples"],
+                                    k)  # noqa: E731  (seeds, P)
     if not forgetting["families"]:  # every held-out family saturated: nothing to read
         nothing = (float("nan"),) * 3
         return {"k": k, "catastrophic_margin": float("nan")} | {key: nothing for key in (
-            "es_heldout_change", "grpo_heldout_change", "noise_heldout_change", "es_minus_grpo_heldout",
-            "es_minus_noise_heldout")}
+            "es_heldout_change", "grpo_heldout_change", "noise_heldout_change",
+            "es_minus_grpo_heldout", "es_minus_noise_heldout")}
     return {"k": k, "catastrophic_margin": CATASTROPHIC_SHARE * float(held("base").mean()),
             "es_heldout_change": paired_difference(held("es"), held("base")),
             "grpo_heldout_change": paired_difference(held("grpo"), held("base")),
@@ -192,8 +211,10 @@ def claim6_values(evidence: Evidence) -> dict:
     e = {"k": evidence.plan.k}
     if sweep:
         by_n = sorted(sweep.values(), key=lambda row: row["population"])
-        e["sweep_pass1_small_minus_large"] = paired_difference(pass1_of(by_n[0]), pass1_of(by_n[-1]))
-    if arms:  # z-scoring and antithetic: each arm's seeds against the report's ES runs, seed for seed
+        e["sweep_pass1_small_minus_large"] = paired_difference(pass1_of(by_n[0]),
+                                                               pass1_of(by_n[-1]))
+    # z-scoring and antithetic: each arm's seeds against the report's ES runs, seed for seed
+    if arms:
         n = evidence.runs["es"]["config"]["eval_samples"]
         k = evidence.plan.k
         arm = {name: finals_array(rows, n, 1) for name, rows in arms["rows"].items()}
@@ -201,16 +222,22 @@ def claim6_values(evidence: Evidence) -> dict:
         es, es_k = (finals_array(evidence.runs["es"]["finals"], n, kk) for kk in (1, k))
         e |= {"zscore_pass1_gain": paired_difference(es, arm["raw"]),
               "zscore_passk_gain": paired_difference(es_k, arm_k["raw"]),
-              "antithetic_pass1_gain": paired_difference(arm["antithetic"], es), "raw_alpha": arms["raw_alpha"],
-              "zscore_passk_at_matched_pass1": zscore_at_matched_pass1(evidence.runs["es"], arms["raw_run"], k),
+              "antithetic_pass1_gain": paired_difference(arm["antithetic"], es),
+              "raw_alpha": arms["raw_alpha"],
+              "zscore_passk_at_matched_pass1": zscore_at_matched_pass1(evidence.runs["es"],
+                                                                       arms["raw_run"], k),
               "raw_path_points": min(map(len, arms["raw_run"]["paths"]))}
-    if sizes:  # how much better the smallest population does than the largest, larger minus smaller model
+    # how much better the smallest population does than the largest, larger minus smaller model
+    if sizes:
         def small_and_large(rows):
             by_n = sorted(rows.values(), key=lambda r: r["population"])
             return pass1_of(by_n[0]), pass1_of(by_n[-1])
-        smallest, largest = (pick(sizes, key=lambda z: sizes[z]["parameters"]) for pick in (min, max))
+        smallest, largest = (pick(sizes,
+                                  key=lambda z: sizes[z]["parameters"]) for pick in (min, max))
         (ss, sl), (ls, ll) = (small_and_large(sizes[size]["rows"]) for size in (smallest, largest))
-        e["size_population_interaction"] = interval(lambda m: (m["ls"] - m["ll"]) - (m["ss"] - m["sl"]),
+        e["size_population_interaction"] = interval(lambda m: (m["ls"] - m["ll"])
+                                                    - (m["ss"] - m["sl"]),
                                                      {"ss": ss, "sl": sl, "ls": ls, "ll": ll})
-        e["size_pretrain_losses"] = (sizes[smallest].get("pretrain_loss"), sizes[largest].get("pretrain_loss"))
+        e["size_pretrain_losses"] = (sizes[smallest].get("pretrain_loss"),
+                                     sizes[largest].get("pretrain_loss"))
     return e

@@ -1,9 +1,10 @@
-"""Reuse that cannot lie. A reproduction's analyses take minutes to hours; a report is rewritten far more
-often than they change. Each result is saved with a key of everything that decides its numbers: the
-function's code (and this package's functions and constants it names, transitively), its arguments, and each
-model's identity. A changed key measures again; a model whose weights are not here (a report's committed runs
-keep their settings, metrics and summaries, not their weights) is trained again first, from its own settings,
-without its evaluations where its training comes out the same (training.weights_again)."""
+"""Reuse that cannot lie. A reproduction's analyses take minutes to hours; a report is rewritten far
+more often than they change. Each result is saved with a key of everything that decides its numbers:
+the function's code (and this package's functions and constants it names, transitively), its
+arguments, and each model's identity. A changed key measures again; a model whose weights are not
+here (a report's committed runs keep their settings, metrics and summaries, not their weights) is
+trained again first, from its own settings, without its evaluations where its training comes out the
+same (training.weights_again)."""
 from __future__ import annotations
 
 import ast
@@ -32,21 +33,24 @@ def digest(text: str) -> str:
 def run_folder(model: str) -> Path | None:
     """The finished run a model was trained by (its stage folder's parent), or None."""
     folder = Path(model).parent
-    return folder if (folder / "config.json").exists() and (folder / "summary.json").exists() else None
+    return folder if (folder / "config.json").exists() and (folder
+                                                            / "summary.json").exists() else None
 
 
 def identity(model: str) -> str:
     """What decides a model's weights, readable without them. A run's model: the run's settings (its
-    config.json, less where it was written) and its evaluations (summary.json, less timings): the same
-    settings and seed give the same weights, and the evaluations tell a different training apart. A model
-    folder: its weight files' bytes. Otherwise (a hub id): the name."""
+    config.json, less where it was written) and its evaluations (summary.json, less timings): the
+    same settings and seed give the same weights, and the evaluations tell a different training
+    apart. A model folder: its weight files' bytes. Otherwise (a hub id): the name."""
     run = run_folder(model)
     if run is not None:
         config = {k: v for k, v in json.loads((run / "config.json").read_text()).items()
                   if k not in ("out", "overwrite")}
-        return "run " + digest(json.dumps([config, run_results(run), Path(model).name], sort_keys=True))
+        return "run " + digest(json.dumps([config, run_results(run), Path(model).name],
+                                          sort_keys=True))
     folder = es_grpo.TINY_MODEL if model in ("", "tiny") else Path(model)
-    files = sorted(f for pattern in WEIGHTS for f in folder.glob(pattern)) if folder.is_dir() else []
+    files = sorted(f for pattern in WEIGHTS for f
+                   in folder.glob(pattern)) if folder.is_dir() else []
     if files:
         content = hashlib.sha256()
         for file in files:
@@ -58,7 +62,8 @@ def identity(model: str) -> str:
 
 @functools.lru_cache(maxsize=64)
 def file_digest(path: str, size: int, modified: int) -> bytes:
-    """A file's sha256, read once while its size and time stay (a model's weights, keyed for every analysis)."""
+    """A file's sha256, read once while its size and time stay (a model's weights, keyed for every
+    analysis)."""
     with open(path, "rb") as handle:
         return hashlib.file_digest(handle, "sha256").digest()
 
@@ -68,22 +73,25 @@ def has_weights(model: str) -> bool:
 
 
 def code_only(source: str) -> ast.AST:
-    """The source's syntax tree without docstrings (ast drops comments): what runs, not how it reads."""
+    """The source's syntax tree without docstrings (ast drops comments): what runs, not how it
+    reads."""
     tree = ast.parse(textwrap.dedent(source))
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
-                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+                and isinstance(body[0].value,
+                               ast.Constant) and isinstance(body[0].value.value, str):
             node.body = body[1:] or [ast.Pass()]
     return tree
 
 
-@functools.cache  # read once a process: a key made later in a long run does not read a file edited since
+# read once a process: a key made later in a long run does not read a file edited since
+@functools.cache
 def code_of(function) -> str:
-    """A digest of the function's code, of every function and class of this package it names (again theirs,
-    transitively) and of every UPPER_CASE constant of their modules they name: change RANDOM_MASKS or a
-    measurement's body and the key changes; a docstring or a comment leaves it. es_grpo.py and scale/ are
-    left out: the runs depend on them too."""
+    """A digest of the function's code, of every function and class of this package it names (again
+    theirs, transitively) and of every UPPER_CASE constant of their modules they name: change
+    RANDOM_MASKS or a measurement's body and the key changes; a docstring or a comment leaves it.
+    es_grpo.py and scale/ are left out: the runs depend on them too."""
     seen, parts = set(), []
 
     def visit(thing):
@@ -95,7 +103,8 @@ def code_of(function) -> str:
         module = vars(sys.modules[thing.__module__])
         for name in sorted({node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}):
             value = module.get(name)
-            if (inspect.isfunction(value) or inspect.isclass(value)) and value.__module__.startswith(PACKAGE):
+            if (inspect.isfunction(value)
+                or inspect.isclass(value)) and value.__module__.startswith(PACKAGE):
                 visit(value)
             elif name.isupper() and name in module and not callable(value):
                 parts.append(f"{thing.__module__}.{name} = {value!r}")
@@ -105,11 +114,14 @@ def code_of(function) -> str:
 
 @dataclasses.dataclass
 class Store:
-    """Analyses saved in `folder` (OUT/analyses/reused), and, for the report, when each one used was made."""
+    """Analyses saved in `folder` (OUT/analyses/reused), and, for the report, when each one used was
+    made."""
     folder: Path
     made: dict = dataclasses.field(default_factory=dict)  # name -> when its result was measured
-    evaluated_otherwise: list = dataclasses.field(default_factory=list)  # runs trained again, other evaluations
-    saved_only: bool = False  # measure nothing: an analysis not saved under its key now is named (BadInput)
+    # runs trained again, other evaluations
+    evaluated_otherwise: list = dataclasses.field(default_factory=list)
+    # measure nothing: an analysis not saved under its key now is named (BadInput)
+    saved_only: bool = False
 
     def key(self, function, arguments: tuple, models: list[str]) -> dict:
         def plain(value):  # the arguments as JSON, each model by its identity, not its path
@@ -120,12 +132,14 @@ class Store:
             if isinstance(value, dict):
                 return {str(k): plain(v) for k, v in value.items()}
             return [plain(v) for v in value] if isinstance(value, (list, tuple)) else value
-        return {"code": code_of(function), "function": function.__name__, "arguments": plain(arguments)}
+        return {"code": code_of(function), "function": function.__name__,
+                "arguments": plain(arguments)}
 
     def get(self, name: str, models: list[str], function, *arguments):
-        """function(*arguments), or the result saved under NAME with the same key. models: the model paths
-        among the arguments (or inside them), each keyed by identity() and trained again if its weights are
-        missing and the result must be measured (its evaluations too where its training comes out otherwise)."""
+        """function(*arguments), or the result saved under NAME with the same key. models: the model
+        paths among the arguments (or inside them), each keyed by identity() and trained again if
+        its weights are missing and the result must be measured (its evaluations too where its
+        training comes out otherwise)."""
         path = self.folder / f"{name}.json"
         key = self.key(function, arguments, models)
         try:
@@ -137,16 +151,22 @@ class Store:
         except (OSError, ValueError, KeyError, TypeError):
             saved = {}
         if self.saved_only:
-            differ = [part for part in key if saved.get("key", {}).get(part) != key[part]] if saved else ["none"]
-            raise es_grpo.BadInput(f"{path}: not saved under the key the code gives now (it differs in: "
-                                   f"{', '.join(differ)}); without --saved-only, reproduce measures it again")
+            differ = [part for part in key if saved.get("key",
+                                                        {}).get(part)
+                                                        != key[part]] if saved else ["none"]
+            raise es_grpo.BadInput(f"{path}: not saved under the key the code gives now (it "
+                                   f"differs in: "
+                                   f"{', '.join(differ)}); without --saved-only, reproduce "
+                                   f"measures it again")
         for run in dict.fromkeys(run_folder(m) for m in models if not has_weights(m)):
             if not (weights_again(run) or train_again(run)):
                 self.evaluated_otherwise.append(run)
-        key = self.key(function, arguments, models)  # runs trained again: read their summaries again
+        # runs trained again: read their summaries again
+        key = self.key(function, arguments, models)
         result = function(*arguments)
         made = datetime.datetime.now(datetime.UTC).strftime("%Y-%m-%d %H:%M UTC")
         self.folder.mkdir(parents=True, exist_ok=True)
         path.write_text(json.dumps({"key": key, "made": made, "result": result}, default=float))
         self.made[name] = f"{made} (this invocation)"
-        return json.loads(path.read_text())["result"]  # as a reuse would read it: the same types either way
+        # as a reuse would read it: the same types either way
+        return json.loads(path.read_text())["result"]

@@ -11,12 +11,13 @@ import json
 import os
 import pstats
 import statistics
+import time
 
 import numpy as np
 import torch
 
 import es_grpo
-from scale import config, population
+from scale import config, population, verifier
 from scale.assembly import ScaleArgs, context
 from scale.bench.harness import (alternate, es_runner, grpo_runner, in_child, peak_rss_mb, timed,
                                  tiny_setup, trl_steps)
@@ -55,9 +56,10 @@ def bench_es(repeats: int) -> list[tuple]:
 
 
 # The functions whose cumulative time the profile part reports, by its rows' names. population.py
-# draws its eps through its own name for noise: the same function, counted once.
-PROFILED = {"drawing eps": (es_grpo.noise, population.noise), "verifier": (es_grpo.score,),
-            "update": (es_grpo.es_update,)}
+# draws its eps through its own name for noise: the same function, counted once. Few calls, each
+# long: the profiler adds little to them (the verifier's many short calls it would inflate: timed
+# through the run's grade hook instead).
+PROFILED = {"drawing eps": (es_grpo.noise, population.noise), "update": (es_grpo.es_update,)}
 
 
 def profiled_seconds(profile: cProfile.Profile) -> dict:
@@ -79,11 +81,21 @@ def bench_profile(repeats: int) -> list[str]:
     rows."""
     model, tokenizer, args, problems = tiny_setup()
     prompts = es_rows(args, tokenizer, problems)
-    step, rows = es_runner(model, tokenizer, args, problems, "on"), []
+    grading = [0.0]
+
+    def timed_grade(problem: dict, completion: str) -> tuple[float, str]:
+        tick = time.perf_counter()
+        result = verifier.grade(problem, completion)  # the runs' grade hook
+        grading[0] += time.perf_counter() - tick
+        return result
+    profiled = es_runner(model, tokenizer, args, problems, "on")
+    step, rows = es_runner(model, tokenizer, args, problems, "on", grade=timed_grade), []
     for round_ in range(repeats + 1):
-        profile = cProfile.Profile()  # its overhead (about 5% here) falls in the rest
-        total = timed(lambda profile=profile: profile.runcall(step))
-        spent = profiled_seconds(profile)
+        profile = cProfile.Profile()
+        profile.runcall(profiled)  # an iteration of its own: noise and update
+        grading[0] = 0.0
+        total = timed(step)  # not profiled: the whole, and the verifier through its hook
+        spent = profiled_seconds(profile) | {"verifier": grading[0]}
         plain = timed(lambda: es_grpo.rollout(model, tokenizer, prompts, args.sampling("es", 0)))
         if round_:
             rest = total - sum(spent.values())
