@@ -627,12 +627,11 @@ def es_update(params, master, seeds: list[int], z: torch.Tensor, alpha: float,
               drawn: dict | None = None):
     """theta <- theta + alpha * (1/N) sum_n z_n eps_n (the paper's ES update; 1/sigma folded into
     alpha), in fp32 on master. drawn: eps already generated, by (seed, tensor index)."""
-    drawn = drawn or {}
     for index, (param, base) in enumerate(zip(params, master)):
         step = torch.zeros(param.shape, dtype=torch.float32, device=param.device)
         for seed, weight in zip(seeds, z.tolist()):
             if weight:
-                eps = drawn.pop((seed, index), None)
+                eps = (drawn or {}).pop((seed, index), None)
                 step.add_(noise(seed, index, param) if eps is None else eps, alpha=weight)
         base.add_(step.to(base.device), alpha=alpha / len(seeds))
     set_weights(params, master)
@@ -672,7 +671,7 @@ def es_step(run: Context, state: ESState, problems: list[dict], seed: int) -> di
         rewards = rewards[torch.randperm(len(seeds), generator=torch.Generator().manual_seed(seed))]
     z = zscore(rewards) if args.es_zscore else (  # (N,); raw: centred, zero if all are equal
         (rewards - rewards.mean()) * (rewards.max() > rewards.min()))
-    es_update(state.members, state.master, seeds, z, args.es_alpha, drawn)
+    run.es_update(state.members, state.master, seeds, z, args.es_alpha, drawn)
     tokens = int(scores["tokens"].sum())
     return {"reward": float(rewards.mean()), "reward_std": float(rewards.std()),
             "reward_max": float(rewards.max()), "disagreement": js_succ(scores["solved"].float()),
@@ -843,6 +842,7 @@ class Context:
     folder: RunFolder = field(default_factory=RunFolder)  # run files (scale/runs.py: --resume)
     problems: Callable = evaluation_sets  # (args, tokenizer) -> problems (scale/config.py: files)
     grade: Callable = grade  # (problem, completion) -> (reward, key) (scale/verifier.py: bounded)
+    es_update: Callable = es_update  # scale/es_noise.py: each member's eps drawn once, not twice
     train: list[dict] = field(default_factory=list)
     evaluation: list[dict] = field(default_factory=list)  # evaluated after each stage
     heldout: dict = field(default_factory=dict)  # task family -> problems (forgetting)

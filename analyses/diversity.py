@@ -182,9 +182,9 @@ def mean_policy_fails(member_correct: np.ndarray, samples: int) -> np.ndarray:
     population, problems = counts.shape
     draws = np.arange(population + 1)
     # table[c, m] = C(S - c, m) / C(S, m) / m!, for every count c and multiplicity m
-    table = np.array([[1.0 - es_grpo.pass_at_k(samples, c, m) if m else 1.0 for m in draws]
-                      for c in range(samples + 1)]) / np.array([math.factorial(m) for m in draws],
-                                                               dtype=float)
+    table = (np.array([[1.0 - es_grpo.pass_at_k(samples, c, m) if m else 1.0 for m in draws]
+                       for c in range(samples + 1)])
+             / np.array([math.factorial(m) for m in draws], dtype=float))
     # (P, N+1): the product's coefficients of t^0..t^N
     series = np.zeros((problems, population + 1))
     series[:, 0] = 1.0
@@ -275,10 +275,10 @@ def diversity_row(stats: dict) -> dict:
     row = {}
     for key, statistic in statistics.items():
         ci = interval(statistic, data)
-        row[key], row[key + "_ci"], row[key + "_error"] = (ci[0], [ci[1], ci[2]],
-                                                           [ci.se, ci.df, ci.dropped])
+        row[key], row[key + "_ci"], row[key + "_error"] = (
+            ci[0], [ci[1], ci[2]], [ci.se, ci.df, ci.dropped])
     if "ratio" in stats:  # the posterior's interval, its se the half-width's normal equivalent
         estimate, low, high = stats["ratio"]
-        row["ratio"], row["ratio_ci"], row["ratio_error"] = (estimate, [low, high],
-                                                             [(high - low) / 3.92, 0, 0.0])
+        row["ratio"], row["ratio_ci"], row["ratio_error"] = (
+            estimate, [low, high], [(high - low) / 3.92, 0, 0.0])
     return row

@@ -30,8 +30,8 @@ def curve_ks(n: int) -> list[int]:
 
 
 def load(name: str, args: Args):
-    device = args.device if args.device != "auto" else ("cuda" if torch.cuda.is_available()
-                                                        else "cpu")
+    device = (args.device if args.device != "auto"
+              else "cuda" if torch.cuda.is_available() else "cpu")
     model, tokenizer = load_model("" if name in ("", "tiny") else name, device, args.dtype)
     return model.eval(), tokenizer
 

@@ -32,8 +32,8 @@ def forgetting_control(base_name: str, es_models: list[str], grpo_models: list[s
     seed) and a control per seed: the base plus signal-free Gaussian noise whose RMS, tensor by
     tensor, is that of the seed's ES update. Each model's counts are a piece of their own (measure:
     analyses.evaluation.measured)."""
-    first = measure("forgetting-base", [base_name], heldout_base, HeldOut(base_name, problems),
-                    args)
+    first = measure("forgetting-base", [base_name], heldout_base,
+                    HeldOut(base_name, problems), args)
     held = HeldOut(base_name, problems, first["families"])
     result = {"families": held.families, "problems": problems, "samples": args.eval_samples,
               "base": [first["correct"]] * len(es_models), "saturated": first["saturated"],
@@ -44,9 +44,10 @@ def forgetting_control(base_name: str, es_models: list[str], grpo_models: list[s
             result[kind].append(measure(f"forgetting-{kind}-{seed}", [base_name, model],
                                         heldout_counts, held, model, noise_seed, args))
     k = min(32, args.eval_samples)
-    result["means"] = {name: {f"pass@{kk}": float(np.mean(per_problem(result[name],
-                                                                      args.eval_samples, kk)))
-                              for kk in (1, k)} for name in ("base", "es", "grpo", "noise")}
+    result["means"] = {
+        name: {f"pass@{kk}": float(np.mean(per_problem(result[name], args.eval_samples, kk)))
+               for kk in (1, k)}
+        for name in ("base", "es", "grpo", "noise")}
     return result
 
 

@@ -193,15 +193,15 @@ def comparisons(runs: dict, k: int) -> dict[str, dict]:
                 matched(ends[first], paths[second], axis, k))
 
     rows = {"ES vs GRPO, at ES's Pass@1": matched(ends["es"], paths["grpo"], "pass@1", k),
-            **dict(at_the_shorter(a, b, axis) for a, b, axis in (("grpo", "es", "sequences"),
-                                                                  ("grpo", "es", "seconds"),
-                                                                  ("grpo", "grpo-es", "seconds"))),
-            "GRPO->ES vs GRPO, at equal updates": matched(ends["grpo-es"], paths["grpo"], "update",
-                                                          k),
-            "GRPO->ES vs GRPO, at GRPO->ES's Pass@1": matched(ends["grpo-es"], paths["grpo"],
-                                                              "pass@1", k),
-            "GRPO->ES vs ES, at GRPO->ES's Pass@1": matched(ends["grpo-es"], paths["es"], "pass@1",
-                                                            k)}
+            **dict(at_the_shorter(a, b, axis) for a, b, axis in (
+                ("grpo", "es", "sequences"), ("grpo", "es", "seconds"),
+                ("grpo", "grpo-es", "seconds"))),
+            "GRPO->ES vs GRPO, at equal updates":
+                matched(ends["grpo-es"], paths["grpo"], "update", k),
+            "GRPO->ES vs GRPO, at GRPO->ES's Pass@1":
+                matched(ends["grpo-es"], paths["grpo"], "pass@1", k),
+            "GRPO->ES vs ES, at GRPO->ES's Pass@1":
+                matched(ends["grpo-es"], paths["es"], "pass@1", k)}
     data = {"a1": ends["grpo-es"]["pass@1"], "b1": ends["es"]["pass@1"],
             "ak": ends["grpo-es"][f"pass@{k}"], "bk": ends["es"][f"pass@{k}"]}
     rows["GRPO->ES vs ES alone, at equal sequences"] = {

@@ -387,9 +387,9 @@ def size_sweeps(out: Path, argv: list[str], populations: list[int], sequences: i
         if shape:
             pretrained(Path(model), [*shape, *pretrain_flags],
                        f"the {size} model ({' '.join(shape)})", [out / "runs" / f"size-{size}"])
-        rows = shipped if not shape else population_sweep(out / "runs" / f"size-{size}",
-                                                          [*argv, "--model", model],
-                                                          populations, sequences, prompts)
+        rows = shipped if not shape else population_sweep(
+            out / "runs" / f"size-{size}", [*argv, "--model", model],
+            populations, sequences, prompts)
         count = sum(p.numel() for p in load(model, parse_args(argv))[0].parameters())
         # a larger model is not always better
         record = json.loads((Path(model) / "pretrain.json").read_text())

@@ -138,8 +138,7 @@ def sparsified_updates(base: dict, trained: dict, null: dict | None, masks: Spar
         name = f"tau={value:g}" if masks.by_tau else f"zeroed={100 * value:g}%"
         yield name, "largest kept", weights, sparsity, tau
         yield (f"random, {name}", "random mask",
-               *sparsify(base, trained, tau, keep_at_random=1 - sparsity,
-                                                           seed=seed), tau)
+               *sparsify(base, trained, tau, keep_at_random=1 - sparsity, seed=seed), tau)
         # the null update, its own smallest coordinates zeroed to the same sparsity
         if null is not None:
             null_tau = tau if masks.by_tau else zeroing_threshold(base, null, value)

@@ -17,6 +17,7 @@ from es_grpo import flag
 from scale import verifier
 from scale.config import Args, evaluation_sets
 from scale.decode import FastRollout
+from scale.es_noise import NOISES, DrawnOnce, NoiseTable, OnceUpdate
 from scale.grpo import grpo_step
 from scale.population import MODES, PopulationScorer
 from scale.runs import ResumableFolder
@@ -26,44 +27,37 @@ ROLLOUTS = ("hf", "vllm", "plain")
 
 @dataclass
 class ScaleArgs:
-    """What scale/train.py adds to the flags of es_grpo.py (python es_grpo.py --help lists
-    those)."""
+    """What scale/train.py adds to es_grpo.py's flags (python es_grpo.py --help lists those)."""
 
     resume: str = flag("", "continue the interrupted run in this folder, with its saved flags")
     save_every: int = flag(10, "updates between checkpoints (0: only after each stage)")
-    base_from: str = flag("",
-                          "take the base model's evaluation from this run folder (its settings "
-                          "that "
-                              "reach evaluation must be this run's) instead of measuring it again")
-    rollout: str = flag("hf",
-                        "rollout engine: hf (es_grpo.rollout with scale/decode.py's speed layers), "
-                              "vllm (one engine per rank) or plain (es_grpo.rollout as written)",
-                              ROLLOUTS)
-    vllm_memory: float = flag(0.0,
-                              "share of GPU memory vLLM may take; the rest holds the trainer (0: "
-                              "all "
-                                   "that the trainer leaves by scale/memory.py's arithmetic, at "
-                                   "most 0.9)")
-    vllm_dtype: str = flag("auto",
-                           "the engine's weights (auto: --dtype for ES alone, so that members are "
-                                   "the transformers path's; bfloat16 when a GRPO stage runs)",
-                           ("auto", "float32", "bfloat16", "float16"))
-    vllm_max_len: int = flag(0,
-                             "vLLM max_model_len, prompt plus completion (0: the run's longest "
-                             "prompt "
-                                "plus --max-new-tokens)")
-    es_batched: str = flag("auto",
-                           "decode ES members in one batch, in the model's own dtype (HF rollout; "
-                                   "auto: if greedy, without --rollout-dtype's copy, and the "
-                                   "weights fit in " "1 GiB or half the free GPU)", MODES)
-    grpo_fsdp: bool = flag(False,
-                           "shard GRPO's trained weights, gradients, AdamW states and reference "
-                           "over "
-                                  "the ranks (FSDP2) instead of DDP; rollouts use a whole copy")
-    check_every: int = flag(1,
-                            "updates between checks that all ranks hold identical weights (0: at "
-                            "stage "
-                               "ends)")
+    base_from: str = flag("", "take the base model's evaluation from this run folder (its settings "
+                              "that reach evaluation must be this run's) instead of measuring it "
+                              "again")
+    rollout: str = flag("hf", "rollout engine: hf (es_grpo.rollout with scale/decode.py's speed "
+                              "layers), vllm (one engine per rank) or plain (es_grpo.rollout as "
+                              "written)", ROLLOUTS)
+    vllm_memory: float = flag(0.0, "share of GPU memory vLLM may take; the rest holds the trainer "
+                                   "(0: all that the trainer leaves by scale/memory.py's "
+                                   "arithmetic, at most 0.9)")
+    vllm_dtype: str = flag("auto", "the engine's weights (auto: --dtype for ES alone, so that "
+                                   "members are the transformers path's; bfloat16 when a GRPO "
+                                   "stage runs)", ("auto", "float32", "bfloat16", "float16"))
+    vllm_max_len: int = flag(0, "vLLM max_model_len, prompt plus completion (0: the run's longest "
+                                "prompt plus --max-new-tokens)")
+    es_noise: str = flag("once", "ES's eps: once (each member's drawn once, on every core, and "
+                                 "summed as it is scored: the update draws nothing again), "
+                                 "redrawn (es_grpo.py's two draws) or table (a departure: one "
+                                 "shared Gaussian table, each member an offset; members one at a "
+                                 "time)", NOISES)
+    es_batched: str = flag("auto", "decode ES members in one batch, in the model's own dtype (HF "
+                                   "rollout; auto: if greedy, without --rollout-dtype's copy, and "
+                                   "the weights fit in 1 GiB or half the free GPU)", MODES)
+    grpo_fsdp: bool = flag(False, "shard GRPO's trained weights, gradients, AdamW states and "
+                                  "reference over the ranks (FSDP2) instead of DDP; rollouts use a "
+                                  "whole copy")
+    check_every: int = flag(1, "updates between checks that all ranks hold identical weights (0: "
+                               "at stage ends)")
     dist_timeout: int = flag(600, "seconds a rank waits for the others before it gives up")
 
 
@@ -73,20 +67,28 @@ def hooks(args: Args, scale: ScaleArgs | None = None, engine=None, launcher=None
     class (scale/distributed.py's Torchrun under scale.train; None: one process,
     es_grpo.OneProcess)."""
     scale = scale or ScaleArgs()
-    # the trainer's model is then only saved
-    in_engine_es = engine is not None and args.algo == "es"
-    made = dict(generate=rollout_hook(args, scale, engine),
-                score_members=PopulationScorer(scale.es_batched),
-                grpo_step=grpo_step,
-                folder=ResumableFolder(scale.resume, scale.save_every, scale.base_from),
-                problems=evaluation_sets, grade=verifier.grade)
+    in_engine_es = engine is not None and args.algo == "es"  # the trainer's model: only saved
+    made = dict(generate=rollout_hook(args, scale, engine), **es_hooks(args, scale, engine),
+                grpo_step=grpo_step, problems=evaluation_sets, grade=verifier.grade,
+                folder=ResumableFolder(scale.resume, scale.save_every, scale.base_from))
     if engine is not None:  # ES's members: the engine's weights, in any stage
         made["es_weights"] = engine.es_weights
     if launcher is not None:
         made["ranks"] = launcher(scale.grpo_fsdp, scale.check_every, scale.dist_timeout,
-                                 config=vars(scale),
-                                 engine=engine, model_device="cpu" if in_engine_es else None)
+                                 config=vars(scale), engine=engine,
+                                 model_device="cpu" if in_engine_es else None)
     return made
+
+
+def es_hooks(args: Args, scale: ScaleArgs, engine) -> dict:
+    """The population's scorer and the update, by --es-noise: each member's eps drawn once where
+    members are decoded one at a time on the HF path (an engine's members: es_grpo.py's way)."""
+    if scale.es_noise == "redrawn" or engine is not None:
+        return dict(score_members=PopulationScorer(scale.es_batched))
+    source = NoiseTable(args.seed) if scale.es_noise == "table" else es_grpo.noise
+    mode = "off" if scale.es_noise == "table" else scale.es_batched  # the table: one at a time
+    return dict(score_members=PopulationScorer(mode, DrawnOnce(source)),
+                es_update=OnceUpdate(source))
 
 
 def rollout_hook(args: Args, scale: ScaleArgs, engine):

@@ -225,8 +225,8 @@ class ReservedDecoder:
     a row that has fed one gets zero logits, which token_steps masks."""
 
     def __init__(self, model, max_new_tokens: int, share: bool, stops: torch.Tensor | None = None):
-        self.model, self.max_new_tokens, self.share, self.stops = (model, max_new_tokens, share,
-                                                                   stops)
+        self.model, self.max_new_tokens, self.share, self.stops = (
+            model, max_new_tokens, share, stops)
         self.config, self.generation_config = model.config, model.generation_config
         # rows: (R,) the batch rows the cache holds
         self.cache = self.mask = self.rows = self.ended = None

@@ -40,10 +40,9 @@ class Torchrun(es_grpo.OneProcess):
         """engine: a rollout backend with start() (vllm_rollout.VLLMRollout), started on every rank
         at once. model_device: where the trainer's model lives if not on this rank's GPU ("cpu" when
         ES runs inside the engine and no GRPO stage needs the model on the GPU)."""
-        self.rank, self.world_size, self.local_rank = (int(os.environ.get(name, default)) for name,
-                                                       default in
-                                                       (("RANK", 0), ("WORLD_SIZE", 1),
-                                                        ("LOCAL_RANK", 0)))
+        self.rank, self.world_size, self.local_rank = (
+            int(os.environ.get(name, default))
+            for name, default in (("RANK", 0), ("WORLD_SIZE", 1), ("LOCAL_RANK", 0)))
         self.is_main = self.rank == 0
         self.grpo_fsdp, self.check_every, self.timeout_s = grpo_fsdp, check_every, timeout_s
         self.config, self.engine, self.model_device = config or {}, engine, model_device

@@ -162,10 +162,10 @@ class LoadWarnings(logging.Handler):
 
 
 def main(argv=None, make_backend=None):
-    check = CheckArgs(**vars(dataclass_parser(CheckArgs,
-                                              "python -m scale.gpu_check").parse_args(argv)))
-    device = check.device if check.device != "auto" else ("cuda" if torch.cuda.is_available()
-                                                          else "cpu")
+    check = CheckArgs(**vars(
+        dataclass_parser(CheckArgs, "python -m scale.gpu_check").parse_args(argv)))
+    device = (check.device if check.device != "auto"
+              else "cuda" if torch.cuda.is_available() else "cpu")
     _, tokenizer = es_grpo.load_model("")
     problems = es_grpo.generate_problems("countdown", check.prompts, seed=0)
     args = Args(es_population=check.population, es_prompts=check.prompts,

@@ -32,13 +32,17 @@ class PopulationScorer:
     members; drawn: the eps it generated, by (seed, tensor index), which es_update reuses. mode: on,
     off (one at a time, as es_grpo.score_members) or auto (members_together)."""
 
-    def __init__(self, mode: str = "auto"):
-        self.mode = mode
+    def __init__(self, mode: str = "auto", once=None):
+        """once: the member-by-member path where it runs on one process (scale/es_noise.py's
+        DrawnOnce: each eps drawn once); None: es_grpo.score_members's."""
+        self.mode, self.once = mode, once
 
     def __call__(self, run: Context, state: ESState, problems: list[dict], seeds: list[int],
                  seed: int) -> tuple[dict, dict]:
         mine = run.ranks.share(range(len(seeds)))
         together = members_together(run, state, len(problems), len(mine), self.mode)
+        if not together and self.once is not None and run.ranks.world_size == 1:
+            return self.once(run, state, problems, seeds, seed)
         if not together:
             return one_at_a_time(run, state, problems, seeds, seed)
         try:
@@ -82,9 +86,8 @@ def members_together(run: Context, state: ESState, prompts: int, mine: int, mode
     decode the model as it is, where FastRollout would decode a copy in --rollout-dtype), and the
     stacked weights and eps within 1 GiB or half the free GPU."""
     args, together = run.args, max(1, run.args.rollout_batch // prompts)
-    if not (run.generate in (rollout,
-                             chunked_rollout) or isinstance(run.generate,
-                                                            FastRollout)) or mode == "off":
+    decodes = run.generate in (rollout, chunked_rollout) or isinstance(run.generate, FastRollout)
+    if not decodes or mode == "off":
         return 0
     if mode == "on":
         return together

@@ -81,8 +81,8 @@ def convert(gguf: Path, out: Path):
     logging.disable_progress_bar()
     try:  # transformers' GGUF reader shows its own progress bar (a few seconds): left as it is
         tokenizer = AutoTokenizer.from_pretrained(gguf.parent, gguf_file=gguf.name)
-        quantised = AutoModelForCausalLM.from_pretrained(gguf.parent, gguf_file=gguf.name,
-                                                         dtype=torch.float32)
+        quantised = AutoModelForCausalLM.from_pretrained(
+            gguf.parent, gguf_file=gguf.name, dtype=torch.float32)
     except ImportError as err:  # the gguf package
         raise es_grpo.BadInput(f"cannot read GGUF files ({str(err).splitlines()[0]}): "
                                f"`{INSTALL}`") from None

@@ -111,8 +111,8 @@ class ResumableFolder(RunFolder):
             self.locks.append(hold(staging))
             # for --resume
             launcher = {"scale": ranks.config} if getattr(ranks, "config", None) else {}
-            (staging / "config.json").write_text(json.dumps(dataclasses.asdict(args) | launcher,
-                                                            indent=2))
+            (staging / "config.json").write_text(
+                json.dumps(dataclasses.asdict(args) | launcher, indent=2))
             try:
                 os.rename(staging, out)
             except OSError:

@@ -193,8 +193,8 @@ class MathVerifier:
                 return False, False, ""
 
     def start(self):
-        source = "\n".join(inspect.getsource(f) for f in (literals_only, latex_compare,
-                                                          math_verify_worker))
+        source = "\n".join(inspect.getsource(f)
+                           for f in (literals_only, latex_compare, math_verify_worker))
         head = (f"import re\nimport sys\nimport threading\nMAX_ANSWER_CHARS = {MAX_ANSWER_CHARS}\n"
                 f"SYMPY_LITERAL = re.compile({SYMPY_LITERAL.pattern!r})\n")
         program = f"{head}{source}\nmath_verify_worker()"

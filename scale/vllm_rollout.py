@@ -65,21 +65,21 @@ class WeightSync:
         the engine's dtype as the reload takes it (a generator: one cast tensor at a time), the
         value the engine's own copy_ from fp32 would store (both round to nearest even), so vLLM
         logs no narrowing warning."""
-        from vllm.model_executor.layers.vocab_parallel_embedding import (ParallelLMHead,
-                                                                         VocabParallelEmbedding)
+        from vllm.model_executor.layers.vocab_parallel_embedding import (
+            ParallelLMHead, VocabParallelEmbedding)
 
         model, dtype = self.get_model(), self.model_config.dtype
         embeddings = [m.weight for m in model.modules()
-                      if isinstance(m,
-                                    VocabParallelEmbedding) and not isinstance(m, ParallelLMHead)]
+                      if isinstance(m, VocabParallelEmbedding)
+                      and not isinstance(m, ParallelLMHead)]
         tied = [m for m in model.modules()
                 if isinstance(m, ParallelLMHead) and any(m.weight is e for e in embeddings)]
         if not getattr(self, "es_grpo_filter", None):
-            self.es_grpo_filter = ExpectedReloadWarnings({"RotaryEmbedding",
-                                                          *(["ParallelLMHead"] if tied else [])})
+            self.es_grpo_filter = ExpectedReloadWarnings(
+                {"RotaryEmbedding", *(["ParallelLMHead"] if tied else [])})
             logging.getLogger(RELOAD_LOG).addFilter(self.es_grpo_filter)
-        self.reload_weights(weights_iterator=((name, tensor.detach().to(dtype)) for name,
-                                              tensor in named),
+        self.reload_weights(weights_iterator=((name, tensor.detach().to(dtype))
+                                              for name, tensor in named),
                             is_checkpoint_format=True)
         for head in tied:  # its packed copy (CPU) follows the embeddings it shares
             head.quant_method.process_weights_after_loading(head)

@@ -220,8 +220,8 @@ class FakeEngine:
     transformers copy rebuilt from the fused tensors."""
 
     def __init__(self, model, tokenizer, dtype=None):
-        self.model, self.tokenizer, self.generated_with, self.loads = (copy.deepcopy(model),
-                                                                       tokenizer, [], 0)
+        self.model, self.tokenizer, self.generated_with, self.loads = (
+            copy.deepcopy(model), tokenizer, [], 0)
         # transformers name -> (vLLM name, rows); vLLM tensors
         self.slices, self.fused, parts = {}, {}, {}
         for name, param in model.named_parameters():
@@ -268,19 +268,19 @@ class FakeEngine:
         own = dict(self.model.named_parameters())
         for name, tensor in self.transformers_weights().items():
             own[name].data.copy_(tensor)
-        self.generated_with.append({name: tensor.clone() for name,
-                                    tensor in self.transformers_weights().items()})
+        self.generated_with.append({name: tensor.clone()
+                                    for name, tensor in self.transformers_weights().items()})
         outputs = []
         for prompt, p in zip(prompts, params):
             ids, generator = list(prompt["prompt_token_ids"]), torch.Generator().manual_seed(p.seed)
             completion = []
-            while len(completion) < p.max_tokens and not (completion and completion[-1]
-                                                          in p.stop_token_ids):
+            while (len(completion) < p.max_tokens
+                   and not (completion and completion[-1] in p.stop_token_ids)):
                 logits = self.model(  # (1, V)
                     input_ids=torch.tensor([ids + completion])).logits[:, -1].float()
                 uniform = torch.rand(1, generator=generator)
-                completion.append(int(es_grpo.sample_tokens(logits, p.temperature, p.top_p,
-                                                            uniform)[0]))
+                completion.append(
+                    int(es_grpo.sample_tokens(logits, p.temperature, p.top_p, uniform)[0]))
             outputs.append(SimpleNamespace(outputs=[SimpleNamespace(token_ids=completion)]))
         return outputs
 

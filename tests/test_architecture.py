@@ -68,7 +68,8 @@ SCALE_FOR_ANALYSES = {
 EDITS_ALLOWED = {("scale.verifier",
                   "builtins"): "the math-verify worker, a process of its own, disarms "
                                                   "its own eval and exec"}
-HOOK_MAKERS = {"Context", "FastRollout", "PopulationScorer", "ResumableFolder", "Torchrun"}
+HOOK_MAKERS = {"Context", "FastRollout", "PopulationScorer", "ResumableFolder", "Torchrun",
+               "DrawnOnce", "NoiseTable", "OnceUpdate"}
 OURS = ("es_grpo", "eval", "scale", "analyses", "tiny_model")
 
 

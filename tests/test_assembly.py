@@ -53,6 +53,12 @@ def test_the_settings_choose_the_hooks():
                                              save_every=3))
     assert plain["generate"] is es_grpo.rollout and plain["score_members"].mode == "off"
     assert (plain["folder"].resume, plain["folder"].save_every) == ("runs/x", 3)
+    once, redrawn, table = (assembly.hooks(Args(), ScaleArgs(es_noise=noise))
+                            for noise in ("once", "redrawn", "table"))
+    assert once["es_update"].source is es_grpo.noise and once["score_members"].once is not None
+    assert "es_update" not in redrawn and redrawn["score_members"].once is None
+    assert table["score_members"].mode == "off" and table["es_update"].source is table[
+        "score_members"].once.source
 
     class Engine:
         def es_weights(self, model):

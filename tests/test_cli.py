@@ -157,8 +157,8 @@ def test_es_grpo_py_refuses_to_run_under_torchrun(tmp_path, monkeypatch):
     monkeypatch.setenv("WORLD_SIZE", "2")
     monkeypatch.setattr(sys, "argv", ["es_grpo.py", "--out", str(tmp_path / "never")])
     result = in_process(lambda argv: runpy.run_path(str(ROOT / "es_grpo.py"), run_name="__main__"))
-    assert result.returncode == 1 and result.stderr.strip().endswith("under torchrun, run -m "
-                                                                     "scale.train (same flags)")
+    assert result.returncode == 1 and result.stderr.strip().endswith(
+        "under torchrun, run -m scale.train (same flags)")
     assert not (tmp_path / "never").exists()
 
 
@@ -225,25 +225,24 @@ def bpe_chat_model(folder):
                               PreTrainedTokenizerFast)
     specials = ["<s>", "</s>", "<|im_end|>", "<pad>"]
     backend = Tokenizer(models.BPE())
-    backend.pre_tokenizer, backend.decoder = (pre_tokenizers.ByteLevel(add_prefix_space=False),
-                                              decoders.ByteLevel())
+    backend.pre_tokenizer, backend.decoder = (
+        pre_tokenizers.ByteLevel(add_prefix_space=False), decoders.ByteLevel())
     corpus = [record["question"] + " " + record["answer"] for record in GSM8K] * 5
     backend.train_from_iterator(corpus, trainers.BpeTrainer(
         vocab_size=400, special_tokens=specials,
         initial_alphabet=pre_tokenizers.ByteLevel.alphabet()))
-    backend.post_processor = processors.TemplateProcessing(single="<s> $A",
-                                                           special_tokens=[("<s>", 0)])
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>", eos_token="</s>",
-                                        pad_token="<pad>")
-    tokenizer.chat_template = ("{{ bos_token }}{% for m in messages %}user: {{ m['content'] "
-                               "}}<|im_end|>{% endfor %}"
+    backend.post_processor = processors.TemplateProcessing(
+        single="<s> $A", special_tokens=[("<s>", 0)])
+    tokenizer = PreTrainedTokenizerFast(tokenizer_object=backend, bos_token="<s>",
+                                        eos_token="</s>", pad_token="<pad>")
+    tokenizer.chat_template = ("{{ bos_token }}{% for m in messages %}"
+                               "user: {{ m['content'] }}<|im_end|>{% endfor %}"
                                "{% if add_generation_prompt %}assistant: {% endif %}")
     ids = {token: tokenizer.convert_tokens_to_ids(token) for token in specials}
     config = LlamaConfig(vocab_size=len(tokenizer), hidden_size=32, intermediate_size=64,
-                         num_hidden_layers=1,
-                         num_attention_heads=2, num_key_value_heads=2, max_position_embeddings=512,
-                         bos_token_id=ids["<s>"], eos_token_id=ids["</s>"],
-                         pad_token_id=ids["<pad>"])
+                         num_hidden_layers=1, num_attention_heads=2, num_key_value_heads=2,
+                         max_position_embeddings=512, bos_token_id=ids["<s>"],
+                         eos_token_id=ids["</s>"], pad_token_id=ids["<pad>"])
     torch.manual_seed(0)
     model = LlamaForCausalLM(config)
     model.generation_config = GenerationConfig(bos_token_id=ids["<s>"],
@@ -294,9 +293,8 @@ def test_an_entropy_the_backend_cannot_give_is_null_and_the_files_stay_strict_js
     es_grpo.run(es_grpo.parse_args([*SMALL_RUN, "--algo", "es", "--steps", "1", "--out", str(out)]),
                 generate=without_entropy)
     summary = json.loads((out / "summary.json").read_text(), parse_constant=refuse)
-    metrics = [json.loads(line,
-                          parse_constant=refuse) for line
-                          in (out / "metrics.jsonl").read_text().splitlines()]
-    assert [s["entropy"] for s in summary["stages"]] == [None,
-                                                         None] and metrics[0]["entropy"] is None
+    metrics = [json.loads(line, parse_constant=refuse)
+               for line in (out / "metrics.jsonl").read_text().splitlines()]
+    assert ([s["entropy"] for s in summary["stages"]] == [None, None]
+            and metrics[0]["entropy"] is None)
     assert all(0.0 <= s["pass@1"] <= 1.0 for s in summary["stages"])  # the rest is unaffected

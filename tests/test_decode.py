@@ -117,9 +117,8 @@ def test_decode_attention_is_attention_over_the_unmasked_keys():
     out, _ = decode_attention(None, query, key, value, mask, scaling=8 ** -0.5)  # (B, 1, H, D)
     # each kv head, 2 queries
     repeated_key, repeated_value = (t.repeat_interleave(2, 1) for t in (key, value))
-    expected = torch.nn.functional.scaled_dot_product_attention(query, repeated_key,
-                                                                repeated_value, attn_mask=mask,
-                                                                scale=8 ** -0.5)
+    expected = torch.nn.functional.scaled_dot_product_attention(
+        query, repeated_key, repeated_value, attn_mask=mask, scale=8 ** -0.5)
     torch.testing.assert_close(out.transpose(1, 2), expected, atol=1e-5, rtol=0)
 
 

@@ -292,13 +292,12 @@ def text_of(path: Path) -> str:
     strings = []
     for node in ast.walk(ast.parse(text)):
         if isinstance(node, ast.JoinedStr):
-            strings.append("".join(v.value if isinstance(v,
-                                                         ast.Constant) else "{}" for v
-                                                         in node.values))
+            strings.append("".join(v.value if isinstance(v, ast.Constant) else "{}"
+                                   for v in node.values))
         elif isinstance(node, ast.Constant) and isinstance(node.value, str):
             strings.append(node.value)
-    comments = [token.string.lstrip("# ") for token
-                in tokenize.generate_tokens(io.StringIO(text).readline)
+    comments = [token.string.lstrip("# ")
+                for token in tokenize.generate_tokens(io.StringIO(text).readline)
                 if token.type == tokenize.COMMENT]
     return "\n".join([*strings, " ".join(comments)])
 

@@ -188,8 +188,8 @@ def test_es_without_zscore_steps_along_centred_raw_rewards(fresh_tiny, monkeypat
     es_grpo.es_step(es_grpo.Context(args, model, tokenizer), es_grpo.ESState(params, master),
                     problems, seed=1)
     rewards = torch.stack([member.mean() for member in scored]).float()  # (N,) one member at a time
-    assert len(scored) == 4 and rewards.max() > rewards.min(), ("no reward spread: pick other "
-                                                                "problems")
+    assert len(scored) == 4 and rewards.max() > rewards.min(), \
+        "no reward spread: pick other problems"
     seeds = es_grpo.random.Random(1).sample(range(2**31 - 1), 4)  # es_step's draw for seed 1
     for index in (0, len(before) - 1):
         step = sum(float(w) * es_grpo.noise(s, index, before[index]) for s,

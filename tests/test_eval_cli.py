@@ -45,18 +45,18 @@ def test_weight_and_run_commands_end_to_end(tmp_path, finished_run):
                         "sweep")):
         result = run_eval(*argv, *SMALL, "--out", str(tmp_path / stem))
         assert result.returncode == 0, (argv, result.stderr[-2000:])
-        assert (tmp_path / stem / f"{stem}.png").exists() and (tmp_path / stem
-                                                               / f"{stem}.json").exists()
+        assert ((tmp_path / stem / f"{stem}.png").exists()
+                and (tmp_path / stem / f"{stem}.json").exists())
     sparsity = json.loads((tmp_path / "sparsity" / "sparsity.json").read_text())["rows"]
     assert sparsity["tau=0"]["sparsity"] < 0.01 and sparsity["tau=0.001"]["sparsity"] > 0.3
     assert sparsity["tau=1"]["sparsity"] == 1.0 and sparsity["random, tau=1"]["sparsity"] == 1.0
     assert abs(sparsity["random, tau=0.001"]["sparsity"] - sparsity["tau=0.001"]["sparsity"]) < 0.01
     sweep = json.loads((tmp_path / "sweep" / "sweep.json").read_text())["rows"]
-    assert [(r["population"], r["updates"],
-             r["sequences"]) for r in sweep.values()] == [(2, 4, 16), (4, 2, 16)]
-    # alpha held to the same random-walk step: alpha_N proportional to N / sqrt(N - 1), 2e-3 at N =
-    # 32
+    assert [(r["population"], r["updates"], r["sequences"])
+            for r in sweep.values()] == [(2, 4, 16), (4, 2, 16)]
+    # alpha held to the same random-walk step: alpha_N proportional to N / sqrt(N - 1), 2e-3 at
+    # N = 32
     assert sweep["N=2"]["alpha"] == pytest.approx(2e-3 * 2 / (32 / 31 ** 0.5), rel=1e-5)
-    assert sweep["N=4"]["alpha"] / sweep["N=2"]["alpha"] == pytest.approx((4 / 3 ** 0.5) / 2,
-                                                                          rel=1e-5)
+    assert sweep["N=4"]["alpha"] / sweep["N=2"]["alpha"] == pytest.approx(
+        (4 / 3 ** 0.5) / 2, rel=1e-5)
     assert sparsity["tau=0"]["pass@1_kept"] == pytest.approx(1.0)

@@ -84,9 +84,8 @@ def test_fuzzed_completions(request, monkeypatch):
         for _ in range(count):
             text = completion(rng).translate(PLAIN)
             numbers = [rng.choice([1, 2, 3, 5, 7, 8, 12]) for _ in range(rng.randint(1, 4))]
-            target, reference = rng.randint(-5,
-                                            100), rng.choice(["#### 24", "7", "-3", "1,000", "0.5",
-                                                              "3/4"])
+            target, reference = (rng.randint(-5, 100),
+                                 rng.choice(["#### 24", "7", "-3", "1,000", "0.5", "3/4"]))
             # the reference grader reads plain references by value
             plain = reference.replace("1,000", "1000")
             for call in (lambda: countdown_reward(text, numbers, target),
@@ -94,9 +93,8 @@ def test_fuzzed_completions(request, monkeypatch):
                 value, seconds = cpu_seconds(call)
                 if seconds >= LIMIT_S:
                     # A hostile input is slow every time; a virtual machine's stall (measured: one
-                    # call of 97 ms
-                    # that took 0.02 ms on every rerun) is not. The best of three reruns is the
-                    # call's cost.
+                    # call of 97 ms that took 0.02 ms on every rerun) is not. The best of three
+                    # reruns is the call's cost.
                     retimed += 1
                     seconds = min(cpu_seconds(call)[1] for _ in range(3))
                 worst = max(worst, seconds)

@@ -110,11 +110,11 @@ def test_a_grpo_step_raises_the_log_probability_of_better_completions_and_lowers
         roll = recorded[0]
         advantages = es_grpo.group_advantages(sign * score(run, group, roll.texts), 8)  # (B,)
         with torch.no_grad():
-            before, after = (es_grpo.token_logprobs(net, roll,
-                                                    1.0)[0] for net in (reference, model))  # (B, T)
+            before, after = (es_grpo.token_logprobs(net, roll, 1.0)[0]  # (B, T)
+                             for net in (reference, model))
         gain = ((after - before) * roll.completion_mask).sum(1)  # (B,)
-        assert (advantages > 0).sum() >= 3 and (advantages < 0).sum() >= 3, ("no reward spread: "
-                                                                              "other problems")
+        assert (advantages > 0).sum() >= 3 and (advantages < 0).sum() >= 3, \
+            "no reward spread: other problems"
         assert (gain[advantages > 0].mean() > 0 > gain[advantages < 0].mean()
                 and float(advantages @ gain) > 0)
 

@@ -70,15 +70,13 @@ def test_the_pilot_command_measures_reuses_and_plans(tmp_path):
     count there says so) and the update's seconds, which a changed update shape (--quick) measures
     again; a pilot saved without each sample's entropy is measured again."""
     flags = ["--model", "tiny", "--eval-split", "dev", "--eval-problems", "3",
-             "--heldout-problems", "2",
-             "--eval-samples", "32", "--heldout", "add", "--max-new-tokens", "12",
-             "--rollout-batch", "32", "--out", str(tmp_path)]
+             "--heldout-problems", "2", "--eval-samples", "32", "--heldout", "add",
+             "--max-new-tokens", "12", "--rollout-batch", "32", "--out", str(tmp_path)]
     first = cli.main(["pilot", *flags])
     family = first["families"]["countdown"]
     assert first["task"] == "countdown" and len(family["correct"]) == 3
-    assert [len(row) for row
-            in family["sample_lengths"]] == [32] * 3 == [len(r) for r
-                                                         in family["sample_entropy_sums"]]
+    assert ([len(row) for row in family["sample_lengths"]] == [32] * 3
+            == [len(r) for r in family["sample_entropy_sums"]])
     assert 0 < pilot.base_entropy(family) and 0 < pilot.entropy_difference_variance(family, 32)
     held = first["families"]["add"]["correct"]
     # [32, 32] marks a reuse

@@ -54,10 +54,9 @@ def test_auto_batches_the_population_only_where_its_members_decode_as_evaluation
     model, tokenizer = tiny
     params = list(model.parameters())
     state = ESState(params, es_grpo.master_weights(params))
-    together = {dtype: members_together(es_grpo.Context(es_grpo.Args(rollout_batch=32), model,
-                                                        tokenizer,
-                                                        FastRollout(dtype)), state, 4, 4, "auto")
-                for dtype in ("model", "float32", "bfloat16")}
+    together = {dtype: members_together(
+        es_grpo.Context(es_grpo.Args(rollout_batch=32), model, tokenizer, FastRollout(dtype)),
+        state, 4, 4, "auto") for dtype in ("model", "float32", "bfloat16")}
     assert together == {"model": 8, "float32": 8, "bfloat16": 0}
 
 

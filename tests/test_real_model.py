@@ -109,9 +109,8 @@ def es_update(model, tokenizer, batched: str) -> tuple[dict, list[torch.Tensor]]
 
 def test_two_es_updates_batched_and_member_by_member_agree_and_move_the_weights(real):
     model, tokenizer = real
-    (batched, master_batched), (in_turn,
-                                master_in_turn) = (es_update(copy.deepcopy(model), tokenizer, mode)
-                                                            for mode in ("on", "off"))
+    (batched, master_batched), (in_turn, master_in_turn) = (
+        es_update(copy.deepcopy(model), tokenizer, mode) for mode in ("on", "off"))
     assert [s["reward"] for s in batched] == [s["reward"] for s in in_turn]
     base = es_grpo.master_weights(list(model.parameters()))
     moved = max(float((a - b).abs().max()) for a, b in zip(master_in_turn, base))

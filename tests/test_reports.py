@@ -38,9 +38,8 @@ def same_parts(committed: dict, again: dict):
     rounding: the bootstrap's sums round otherwise on another thread count)."""
     remake = ("the committed report is not what the code makes of it: remake it with its "
               "REPORT.md's command")
-    assert [claim["verdict"] for claim in again["claims"]] == [claim["verdict"] for claim
-                                                               in committed["claims"]], \
-        remake
+    assert ([claim["verdict"] for claim in again["claims"]]
+            == [claim["verdict"] for claim in committed["claims"]]), remake
     assert rounded(again["claims"]) == rounded(committed["claims"]), remake
     assert (again["stability"]["changed"] == committed["stability"]["changed"]
             and again["stability"]["seeds"] == 20)

@@ -104,15 +104,14 @@ def start_quick_reproduction(root: Path):
     files = {"train": generate_problems("countdown", 200, seed=5, exclude=never_trained_on()),
              "test": evaluation_pool("countdown", "test")}
     for name, problems in files.items():
-        (root / f"{name}.jsonl").write_text("".join(json.dumps({"numbers": p["numbers"],
-                                                                "target": p["target"]})
-                                                    + "\n" for p in problems))
+        (root / f"{name}.jsonl").write_text(
+            "".join(json.dumps({"numbers": p["numbers"], "target": p["target"]}) + "\n"
+                    for p in problems))
     data = ["--data", str(root / "train.jsonl"), "--eval-data", str(root / "test.jsonl")]
     argv = ["reproduce", "--quick", "--parts", "claims,claim6,paper-steps,sizes,untied", "--out",
             str(root / "report"), *data]
     QUICK.update(root=root, data=data,
-                 done=later(lambda: command(["eval.py", *argv], Path(cli.__file__).parent,
-                                                                  root)))
+                 done=later(lambda: command(["eval.py", *argv], Path(cli.__file__).parent, root)))
 
 
 def test_quick_reproduction_report_end_to_end(tmp_path_factory):

@@ -46,30 +46,29 @@ def test_a_runs_lost_weights_come_back_bit_for_bit_without_its_evaluations(tmp_p
     exactly, a forward pass's numbers to rounding), else left for a full training."""
     from conftest import TINY_RUN
     out = tmp_path / "run"
-    training.train_run(out,
-                       [*TINY_RUN, "--steps", "4", "--eval-every", "2", "--trajectory-samples",
-                        "4"])
+    training.train_run(
+        out, [*TINY_RUN, "--steps", "4", "--eval-every", "2", "--trajectory-samples", "4"])
     stages = sorted(out.glob("stage*-*"))
     weights = {stage.name: (stage / "model.safetensors").read_bytes() for stage in stages}
-    kept = {name: (out / name).read_bytes() for name in ("config.json", "metrics.jsonl",
-                                                         "summary.json")}
+    kept = {name: (out / name).read_bytes()
+            for name in ("config.json", "metrics.jsonl", "summary.json")}
     for stage in stages:
         shutil.rmtree(stage)
     assert training.weights_again(out)
     assert {stage.name: (stage / "model.safetensors").read_bytes() for stage in stages} == weights
-    assert {name: (out / name).read_bytes() for name
-            in kept} == kept and not (out / "again").exists()
+    assert ({name: (out / name).read_bytes() for name in kept} == kept
+            and not (out / "again").exists())
     lines = kept["metrics.jsonl"].decode().splitlines()
     # another CPU's
     rounded = json.loads(lines[1]) | {"entropy": json.loads(lines[1])["entropy"] * (1 + 1e-6)}
-    (out / "metrics.jsonl").write_text("\n".join([lines[0], json.dumps(rounded),
-                                                  *lines[2:]]) + "\n")
+    (out / "metrics.jsonl").write_text(
+        "\n".join([lines[0], json.dumps(rounded), *lines[2:]]) + "\n")
     shutil.rmtree(stages[-1])
     assert training.weights_again(out)  # a forward pass's number to rounding: the same training
     # another training's
     changed = json.loads(lines[1]) | {"reward": json.loads(lines[1])["reward"] + 1e-9}
-    (out / "metrics.jsonl").write_text("\n".join([lines[0], json.dumps(changed),
-                                                  *lines[2:]]) + "\n")
+    (out / "metrics.jsonl").write_text(
+        "\n".join([lines[0], json.dumps(changed), *lines[2:]]) + "\n")
     shutil.rmtree(stages[-1])
     assert (not training.weights_again(out) and not stages[-1].exists()
             and not (out / "again").exists())
@@ -81,16 +80,16 @@ def test_a_runs_lost_weights_come_back_bit_for_bit_without_its_evaluations(tmp_p
         training.train_run(es, [*TINY_RUN, "--algo", "es", "--steps", "3", *null])
         trained = (es / "stage1-es" / "model.safetensors").read_bytes()
         shutil.rmtree(es / "stage1-es")
-        assert training.weights_again(es) and (es / "stage1-es"
-                                               / "model.safetensors").read_bytes() == trained
+        assert (training.weights_again(es)
+                and (es / "stage1-es" / "model.safetensors").read_bytes() == trained)
         assert "its ES updates replayed from their rewards" in capsys.readouterr().out
     logged = (es / "metrics.jsonl").read_text()  # a run made before ES logged its members' rewards:
-    (es / "metrics.jsonl").write_text("".join(json.dumps({k: v for k, v in json.loads(line).items()
-                                                          if k != "member_rewards"}) + "\n"
-                                              for line in logged.splitlines()))
+    (es / "metrics.jsonl").write_text("".join(
+        json.dumps({k: v for k, v in json.loads(line).items() if k != "member_rewards"}) + "\n"
+        for line in logged.splitlines()))
     shutil.rmtree(es / "stage1-es")
-    assert training.weights_again(es) and (es / "stage1-es"
-                                           / "model.safetensors").read_bytes() == trained
+    assert (training.weights_again(es)
+            and (es / "stage1-es" / "model.safetensors").read_bytes() == trained)
     assert "training it again, unevaluated" in capsys.readouterr().out
     # the rewards kept, as they were: it replays from now on
     assert (es / "metrics.jsonl").read_text() == logged
@@ -115,9 +114,8 @@ def test_reproduce_decodes_as_its_runs_did_and_reads_the_dtype_where_older_runs_
     settings = evaluation_args(training.run_settings(out))
     assert settings.rollout_dtype == "bfloat16"
     measured = evaluate_model(*load("tiny", settings), settings)
-    assert [measured[key] for key in ("correct",
-                                      "entropy_sums")] == [base[key] for key
-                                                           in ("correct", "entropy_sums")]
+    assert ([measured[key] for key in ("correct", "entropy_sums")]
+            == [base[key] for key in ("correct", "entropy_sums")])
     in_float32 = evaluate_model(*load("tiny", settings),
                                 dataclasses.replace(settings, rollout_dtype="model"))
     assert in_float32["entropy_sums"] != base["entropy_sums"]
@@ -155,8 +153,8 @@ def test_grpo_is_trained_again_to_the_update_where_its_path_reaches_es_pass1(tmp
     (lender / "summary.json").write_text(json.dumps(summary))
     # 5 sequences: reached during update 2
     matched = training.grpo_at_gain(tmp_path, flags, [0], reach=5.0)
-    assert matched["updates"] == 2 and matched["models"] == [str(tmp_path / "grpo-matched-s0"
-                                                                 / "stage1-grpo")]
+    assert (matched["updates"] == 2
+            and matched["models"] == [str(tmp_path / "grpo-matched-s0" / "stage1-grpo")])
     summary = json.loads((tmp_path / "grpo-matched-s0" / "summary.json").read_text())
     assert summary["algo"] == "grpo" and summary["stages"][-1]["sequences"] == 8
     assert matched["finals"] == [summary["stages"][-1]]
@@ -245,10 +243,9 @@ def test_a_stopped_analysis_keeps_the_pieces_it_finished(tmp_path, finished_run)
                 raise KeyboardInterrupt(name)
             return store.get(name, models, function, *arguments)
         return get
-    for analysis in (lambda measure: forgetting.forgetting_control("tiny", [es], [grpo], args, 2,
-                                                                   measure),
-                     lambda measure: diversity.diversity_analysis("tiny", population, args,
-                                                                  measure)):
+    for analysis in (
+            lambda measure: forgetting.forgetting_control("tiny", [es], [grpo], args, 2, measure),
+            lambda measure: diversity.diversity_analysis("tiny", population, args, measure)):
         with pytest.raises(KeyboardInterrupt):
             analysis(store_stopping(reuse.Store(tmp_path / "reused")))
     assert sorted(path.stem for path in (tmp_path / "reused").iterdir()) == [
@@ -286,7 +283,8 @@ print(json.dumps(keys))
 def test_a_changed_constant_or_body_of_a_measurement_changes_its_reuse_key(tmp_path):
     """In a scratch copy of the package: RANDOM_MASKS changed, or a function that sparse_over_seeds
     calls (sparsify) changed in its body: the key of claim 4's saved analysis changes, so reproduce
-    measures it again. sparsify's docstring changed: the key stays."""
+    measures it again. sparsify's docstring changed, or a constant added to its module that it does
+    not read (nor anything it calls): the key stays."""
     import shutil
     from pathlib import Path
     root = Path(__file__).resolve().parents[1]
@@ -294,12 +292,12 @@ def test_a_changed_constant_or_body_of_a_measurement_changes_its_reuse_key(tmp_p
                     ignore=shutil.ignore_patterns("__pycache__"))
     for name in ("es_grpo.py", "tiny_model", "scale"):
         (tmp_path / name).symlink_to(root / name)
-    # a docstring
     edits = [None, ("or, the control, each coordinate", "or (the control) each coordinate"),
+             ("RANDOM_MASKS = 5", "UNREAD_BY_THE_ANALYSIS = 7\nRANDOM_MASKS = 5"),
              ("RANDOM_MASKS = 5", "RANDOM_MASKS = 6"),
              ("mask = (delta.abs() > tau", "mask = (delta.abs() >= tau")]
     keys = json.loads(subprocess.run([sys.executable, "-c", KEYS_OF_EDITS, json.dumps(edits)],
-                                     cwd=tmp_path,
-                                     capture_output=True, text=True, check=True).stdout)
-    # a docstring: the same; each real change: new
-    assert keys[1] == keys[0] and len(set(keys[1:])) == 3
+                                     cwd=tmp_path, capture_output=True, text=True,
+                                     check=True).stdout)
+    # a docstring, a constant nothing reads: the same; each real change: new
+    assert keys[0] == keys[1] == keys[2] and len(set(keys[2:])) == 3

@@ -40,8 +40,8 @@ class Launch:
 
     def __init__(self, jobs: list[dict], env=ONE_THREAD,
                  then: tuple[Path, Path, list[dict]] | None = None):
-        self.jobs, self.env, self.then, self.outcome, self.then_outcome = (jobs, env, then, None,
-                                                                           None)
+        self.jobs, self.env, self.then, self.outcome, self.then_outcome = (
+            jobs, env, then, None, None)
         self.done = threading.Event()
 
     # the launches' torchrun processes still alive: stop_background() ends them

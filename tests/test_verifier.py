@@ -324,8 +324,8 @@ def test_off_the_main_thread_es_grpo_refuses_and_the_worker_is_bounded(monkeypat
     assert "not in scorer-1" in said[0] and "scale.verifier" in said[0]
     verifier.MATH_VERIFY.compare("1", "$1$")  # a started worker: its start is not this answer's
     rewards = []
-    thread = threading.Thread(target=lambda: rewards.append(math_reward(HOSTILE_MATH["tower"],
-                                                                        "1")))
+    thread = threading.Thread(
+        target=lambda: rewards.append(math_reward(HOSTILE_MATH["tower"], "1")))
     start = time.monotonic()
     thread.start()
     thread.join(timeout=60)

@@ -105,10 +105,9 @@ def claim1_shown(e: dict, rates: list[str]) -> tuple[Shown, ...]:
     shown += [Shown(f"ES's token entropy minus GRPO's frontier at its Pass@1 ({rate}), nats",
                     e[f"frontier_entropy_{rate}"], 4) for rate in rates]
     shown += [Shown(f"GRPO's token entropy at its end relative to the base ({name}, "
-                    f"{e['frontier_updates'][name]} "
-                    "updates)", e[key], 2) for name,
-                    key in ((key[len("entropy_fall_"):], key) for key in e
-                                                            if key.startswith("entropy_fall_"))]
+                    f"{e['frontier_updates'][name]} updates)", e[key], 2)
+              for name, key in ((key[len("entropy_fall_"):], key) for key in e
+                                if key.startswith("entropy_fall_"))]
     shown += [Shown("ES's token entropy minus GRPO's where GRPO's calibrated path reaches ES's "
                     "Pass@1, nats", e["entropy_es_minus_grpo_at_es_pass1"], 4),
               Shown("the entropy margin of that comparison, nats (a twentieth of the base's)",

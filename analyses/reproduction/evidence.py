@@ -78,8 +78,8 @@ def gather(plan: Plan, clock: Stopwatch) -> Evidence:
         measured = {"runs": runs, "rows": rows, "matched": matched,
                     "curves": pass_at_k_curves(runs),
                     "frontier": load_runs(plan.runs, frontier_seeds(plan), plan.k),
-                    "training_curves": training_curves([plan.runs / f"{name}-s{plan.seeds[0]}"
-                                                        for name in plan.updates]),
+                    "training_curves": training_curves(
+                        [plan.runs / f"{name}-s{plan.seeds[0]}" for name in plan.updates]),
                     **weight_analyses(plan, store, matched["models"]), **evaluations(plan, store)}
     extra = extra_parts(plan, store, clock)
     if store.evaluated_otherwise:

@@ -81,13 +81,13 @@ def frontier_values(evidence: Evidence) -> dict:
             data = {"e1": end["pass@1"][:seeds], "ek": end[f"pass@{k}"][:seeds],
                     **{key: array[:seeds] for key, array in entropy_data("ee", end).items()},
                     **paths}
-            result[f"frontier_entropy_{name}"] = interval(lambda m: token_entropy(m, "ee")
-                                                          - envelope(m, "entropy"), data)
-            result[f"frontier_passk_{name}"] = interval(lambda m: m["ek"]
-                                                        - envelope(m, f"pass@{k}"), data)
+            result[f"frontier_entropy_{name}"] = interval(
+                lambda m: token_entropy(m, "ee") - envelope(m, "entropy"), data)
+            result[f"frontier_passk_{name}"] = interval(
+                lambda m: m["ek"] - envelope(m, f"pass@{k}"), data)
         else:
-            result[f"entropy_fall_{name}"] = entropy_change(run["finals"], run["base"],
-                                                            relative=True)
+            result[f"entropy_fall_{name}"] = entropy_change(
+                run["finals"], run["base"], relative=True)
     return result
 
 

@@ -79,17 +79,17 @@ def claim1_values(evidence: Evidence) -> dict:
               "grpo_pass1_change": paired_difference(finals_array(runs["grpo"]["finals"], n, 1),
                                                      finals_array(runs["grpo"]["base"], n, 1)),
               "grpo_entropy_change": entropy_change(runs["grpo"]["finals"], runs["grpo"]["base"]),
-              "grpo_entropy_relative_change": entropy_change(runs["grpo"]["finals"],
-                                                             runs["grpo"]["base"], relative=True),
-              "grpo_passk_change": paired_difference(finals_array(runs["grpo"]["finals"], n, k),
-                                                     base),
+              "grpo_entropy_relative_change": entropy_change(
+                  runs["grpo"]["finals"], runs["grpo"]["base"], relative=True),
+              "grpo_passk_change": paired_difference(
+                  finals_array(runs["grpo"]["finals"], n, k), base),
               "passk_es_minus_grpo_at_es_pass1": rows["ES vs GRPO, at ES's Pass@1"][f"pass@{k}"],
               "ceilings": ceilings(evidence, k)}
     if grpo_vs_es is not None:
         values |= {"grpo_minus_es_pass1_at_sequences": grpo_vs_es["pass@1"],
                    "grpo_minus_es_sequences": grpo_vs_es["where"]}
-    return values | claim1_matched_values(evidence) | (frontier_values(evidence)
-                                                       if evidence.frontier else {})
+    return (values | claim1_matched_values(evidence)
+            | (frontier_values(evidence) if evidence.frontier else {}))
 
 
 def es_passk_advantage(e: dict) -> tuple:
@@ -147,8 +147,8 @@ def claim4_values(evidence: Evidence) -> dict:
     base = np.repeat(pass1([seeds["base"]]), len(full), 0)
     # seed 0's ES, GRPO and null ES models
     es_drift, _, null_drift = evidence.drift["drift"].values()
-    gain_kept = lambda m, a="": (m[a + "top"] - m["base"]) / (m[a + "full"]
-                                                              - m["base"])  # noqa: E731
+    gain_kept = lambda m, a="": ((m[a + "top"] - m["base"])  # noqa: E731
+                                 / (m[a + "full"] - m["base"]))
     # a null run per seed
     null = {"null_top": pass1(seeds["null_top"]), "null_full": pass1(seeds["null_full"])}
     arrays = {"top": top, "full": full, "base": base, **null}
@@ -211,8 +211,8 @@ def claim6_values(evidence: Evidence) -> dict:
     e = {"k": evidence.plan.k}
     if sweep:
         by_n = sorted(sweep.values(), key=lambda row: row["population"])
-        e["sweep_pass1_small_minus_large"] = paired_difference(pass1_of(by_n[0]),
-                                                               pass1_of(by_n[-1]))
+        e["sweep_pass1_small_minus_large"] = paired_difference(
+            pass1_of(by_n[0]), pass1_of(by_n[-1]))
     # z-scoring and antithetic: each arm's seeds against the report's ES runs, seed for seed
     if arms:
         n = evidence.runs["es"]["config"]["eval_samples"]
@@ -224,20 +224,20 @@ def claim6_values(evidence: Evidence) -> dict:
               "zscore_passk_gain": paired_difference(es_k, arm_k["raw"]),
               "antithetic_pass1_gain": paired_difference(arm["antithetic"], es),
               "raw_alpha": arms["raw_alpha"],
-              "zscore_passk_at_matched_pass1": zscore_at_matched_pass1(evidence.runs["es"],
-                                                                       arms["raw_run"], k),
+              "zscore_passk_at_matched_pass1": zscore_at_matched_pass1(
+                  evidence.runs["es"], arms["raw_run"], k),
               "raw_path_points": min(map(len, arms["raw_run"]["paths"]))}
     # how much better the smallest population does than the largest, larger minus smaller model
     if sizes:
         def small_and_large(rows):
             by_n = sorted(rows.values(), key=lambda r: r["population"])
             return pass1_of(by_n[0]), pass1_of(by_n[-1])
-        smallest, largest = (pick(sizes,
-                                  key=lambda z: sizes[z]["parameters"]) for pick in (min, max))
+        smallest, largest = (pick(sizes, key=lambda z: sizes[z]["parameters"])
+                             for pick in (min, max))
         (ss, sl), (ls, ll) = (small_and_large(sizes[size]["rows"]) for size in (smallest, largest))
-        e["size_population_interaction"] = interval(lambda m: (m["ls"] - m["ll"])
-                                                    - (m["ss"] - m["sl"]),
-                                                     {"ss": ss, "sl": sl, "ls": ls, "ll": ll})
+        e["size_population_interaction"] = interval(
+            lambda m: (m["ls"] - m["ll"]) - (m["ss"] - m["sl"]),
+            {"ss": ss, "sl": sl, "ls": ls, "ll": ll})
         e["size_pretrain_losses"] = (sizes[smallest].get("pretrain_loss"),
                                      sizes[largest].get("pretrain_loss"))
     return e

@@ -33,8 +33,8 @@ def digest(text: str) -> str:
 def run_folder(model: str) -> Path | None:
     """The finished run a model was trained by (its stage folder's parent), or None."""
     folder = Path(model).parent
-    return folder if (folder / "config.json").exists() and (folder
-                                                            / "summary.json").exists() else None
+    return (folder if (folder / "config.json").exists() and (folder / "summary.json").exists()
+            else None)
 
 
 def identity(model: str) -> str:
@@ -151,13 +151,11 @@ class Store:
         except (OSError, ValueError, KeyError, TypeError):
             saved = {}
         if self.saved_only:
-            differ = [part for part in key if saved.get("key",
-                                                        {}).get(part)
-                                                        != key[part]] if saved else ["none"]
+            differ = ([part for part in key if saved.get("key", {}).get(part) != key[part]]
+                      if saved else ["none"])
             raise es_grpo.BadInput(f"{path}: not saved under the key the code gives now (it "
-                                   f"differs in: "
-                                   f"{', '.join(differ)}); without --saved-only, reproduce "
-                                   f"measures it again")
+                                   f"differs in: {', '.join(differ)}); without --saved-only, "
+                                   f"reproduce measures it again")
         for run in dict.fromkeys(run_folder(m) for m in models if not has_weights(m)):
             if not (weights_again(run) or train_again(run)):
                 self.evaluated_otherwise.append(run)

@@ -119,7 +119,51 @@ def bench_real_rollout(repeats: int) -> list[tuple]:
 
 
 def bench_real_es(repeats: int) -> list[tuple]:
-    return real_es(real_setup("bfloat16"), real_setup("float32"), min(repeats, 2))
+    half, full = real_setup("bfloat16"), real_setup("float32")
+    return real_es(half, full, min(repeats, 2)) + real_es_noise(half, full, min(repeats, 2))
+
+
+NOISE_KINDS = {  # row name: (--es-noise, threads that draw; 0: one a core)
+    "eps drawn twice (es_grpo.py's update)": ("redrawn", 0),
+    "eps drawn once, 1 thread": ("once", 1), "eps drawn once, on every core": ("once", 0),
+    "the noise table (a departure)": ("table", 0)}
+
+
+def real_es_noise(half, full, repeats: int) -> list[tuple]:
+    """One ES update per sequence (N=16 x 16 prompts, greedy, <= 48 new tokens, bfloat16 model,
+    fp32 master, members one at a time as the real model's runs decode them) for each way of making
+    eps (NOISE_KINDS), against transformers' float32 generate of 64 of the prompts forced to 48
+    tokens; each drawn-once row splits its seconds into noise (drawing and setting a member),
+    decode, scoring, sums (A and B as members are scored) and update (the step)."""
+    model, tokenizer, args, problems = half
+    es_args = dataclasses.replace(args, es_population=16, es_prompts=16, max_new_tokens=48)
+    params, counter = list(model.parameters()), iter(range(10**6))
+    prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems[:16]] * 16
+    runs, splits = {}, {}
+    for name, (noise, workers) in NOISE_KINDS.items():
+        run = context(es_args, model, tokenizer, ScaleArgs(rollout="hf", es_noise=noise))
+        if noise != "redrawn":
+            run.score_members.once.workers = workers
+        runs[name] = (run, es_grpo.ESState(params, es_grpo.master_weights(params)))
+
+    def update(name: str):
+        run, state = runs[name]
+        phases = [getattr(run.score_members.once, "seconds", None),
+                  getattr(run.es_update, "seconds", None)]
+        for phase in filter(None, phases):
+            phase.clear()
+        es_grpo.es_step(run, state, problems[:16], next(counter))
+        splits[name] = {k: v for phase in filter(None, phases) for k, v in phase.items()}
+    commands = {name: lambda name=name: update(name) for name in runs}
+    commands["generate"] = lambda: generate_tokens(full[0], tokenizer, prompts[:64], 48,
+                                                   forced=True)
+    seconds = alternate(commands, repeats)
+    return [(f"ES update s per sequence / transformers float32 generate s per sequence, {name} "
+             "(N=16 x 16 prompts, greedy, <= 48 new tokens, bfloat16, member by member)",
+             seconds[name] / len(prompts), seconds["generate"] / 64, "<= 0.6",
+             ", ".join(f"{k} {v:.1f} s" for k, v in splits[name].items())
+             or f"{seconds[name]:.1f} s in all")
+            for name in runs]
 
 
 def real_es(half, full, repeats: int) -> list[tuple]:

@@ -1,0 +1,90 @@
+"""scale/es_noise.py: each member's eps drawn once (the update from two running sums), drawn on
+every core, and the shared noise table (a departure), against es_grpo.py's two draws."""
+import copy
+import math
+
+import pytest
+import torch
+
+import es_grpo
+from es_grpo import Context, ESState
+from scale.es_noise import DrawnOnce, NoiseTable, OnceUpdate, draw_all
+
+
+def one_update(model, tokenizer, args, problems, **hooks):
+    """One ES update of a copy of model (member by member); its master after, and its stats."""
+    model = copy.deepcopy(model)
+    params = list(model.parameters())
+    state = ESState(params, es_grpo.master_weights(params))
+    stats = es_grpo.es_step(Context(args, model, tokenizer, **hooks), state, problems, seed=3)
+    return state.master, stats
+
+
+@pytest.mark.parametrize("flags", [{}, {"es_zscore": False}, {"es_antithetic": True},
+                                   {"es_null": True}])
+def test_drawn_once_updates_as_es_grpo_does_to_float_rounding(tiny, flags):
+    """The member rewards are the same, bit for bit (the members are the same weights), and the
+    master after the update equal to es_grpo.es_update's within float32 rounding: z-scored or raw
+    rewards, antithetic pairs (one draw a pair), and --es-null (eps drawn again: bit for bit)."""
+    problems = es_grpo.generate_problems("countdown", 8, seed=7)
+    args = es_grpo.Args(es_population=8, es_prompts=8, max_new_tokens=8, es_sigma=3e-2, **flags)
+    reference, ours = (one_update(*tiny, args, problems, **hooks) for hooks in
+                       ({}, {"score_members": DrawnOnce(), "es_update": OnceUpdate()}))
+    assert reference[1]["member_rewards"] == ours[1]["member_rewards"]
+    assert max(set(reference[1]["member_rewards"])) > min(reference[1]["member_rewards"])
+    largest = max(float((a - b).abs().max()) for a, b in zip(reference[0], ours[0]))
+    moved = max(float((a - b).abs().max()) for a, b in
+                zip(reference[0], es_grpo.master_weights(list(tiny[0].parameters()))))
+    assert largest <= (0 if flags.get("es_null") else 1e-6 * moved + 1e-7), (largest, moved)
+
+
+def test_eps_drawn_on_threads_are_es_grpos_eps():
+    params = [torch.zeros(300, 7), torch.zeros(5), torch.zeros(2, 3, 4)]
+    for seed in (11, -11):
+        drawn = draw_all(es_grpo.noise, seed, params)
+        assert all(torch.equal(e, es_grpo.noise(seed, i, p))
+                   for i, (e, p) in enumerate(zip(drawn, params)))
+
+
+def test_the_noise_table_is_standard_normal_and_members_are_uncorrelated():
+    """Over a model of 3 tensors (about 400k values): each member's eps has mean 0 and variance 1
+    within 5 standard errors, two members' eps are uncorrelated within 5 / sqrt(D), a tensor's eps
+    is not another's, and -seed is the mirror, exactly."""
+    params = [torch.zeros(512, 512), torch.zeros(100_000), torch.zeros(64)]
+    table = NoiseTable(seed=1, values=2**20)
+    table.make(params)
+    members = {seed: torch.cat([e.flatten() for e in draw_all(table, seed, params)])
+               for seed in (5, 6, -5)}
+    size = members[5].numel()
+    for eps in members.values():
+        assert abs(float(eps.mean())) < 5 / math.sqrt(size)
+        assert abs(float(eps.var()) - 1) < 5 * math.sqrt(2 / size)
+    correlation = float(torch.corrcoef(torch.stack([members[5], members[6]]))[0, 1])
+    assert abs(correlation) < 5 / math.sqrt(size), correlation
+    assert torch.equal(members[-5], -members[5])
+    first, second = table(5, 0, params[2]), table(5, 2, params[2])
+    assert not torch.equal(first, second)
+    with pytest.raises(RuntimeError):
+        NoiseTable()(5, 0, params[2])
+
+
+def test_es_with_the_table_moves_toward_the_better_members(tiny):
+    """The table's update is the same estimator: on the tiny model, one update with a reward that
+    favours eps along a fixed direction moves the master along it (as tests/test_es.py's check)."""
+    model, tokenizer = copy.deepcopy(tiny[0]), tiny[1]
+    params = list(model.parameters())
+    index = next(i for i, p in enumerate(params) if p is model.model.norm.weight)
+    master = es_grpo.master_weights(params)
+    before = master[index].clone()
+    direction = torch.randn(before.shape, generator=torch.Generator().manual_seed(0))
+
+    def grade(problem, text):
+        return float((params[index].detach().float() - before) @ direction), ""
+    table = NoiseTable(seed=0)
+    args = es_grpo.Args(es_population=32, es_prompts=1, max_new_tokens=1, es_alpha=1e-2)
+    run = Context(args, model, tokenizer, grade=grade, score_members=DrawnOnce(table),
+                  es_update=OnceUpdate(table))
+    es_grpo.es_step(run, ESState(params, master), es_grpo.generate_problems("countdown", 1, seed=1),
+                    seed=3)
+    step = master[index] - before
+    assert float(step @ direction / (step.norm() * direction.norm())) > 0.25
