@@ -120,6 +120,34 @@ def test_two_es_updates_batched_and_member_by_member_agree_and_move_the_weights(
     assert moved > 0 and apart < 1e-6 and all(torch.isfinite(m).all() for m in master_batched)
 
 
+def test_es_drawn_once_updates_as_es_grpo_does_on_the_real_model(real):
+    """scale/es_noise.py's drawn-once update (what scale.train uses member by member) against
+    es_grpo.es_update at 135M: the same member rewards, and masters equal to float32 rounding (a few
+    ulps of each weight), over two updates of 8 members (antithetic too: one draw a pair)."""
+    from scale import config
+    from scale.es_noise import DrawnOnce, OnceUpdate
+    model, tokenizer = real
+    for flags in ([], ["--es-antithetic"]):
+        args = config.parse_args(SMALL + ["--es-population", "8", *flags])
+        found = []
+        for hooks in ({}, {"score_members": DrawnOnce(), "es_update": OnceUpdate()}):
+            copied = copy.deepcopy(model)
+            params = list(copied.parameters())
+            state = es_grpo.ESState(params, es_grpo.master_weights(params))
+            run = es_grpo.Context(args, copied, tokenizer, **hooks)
+            rewards = [es_grpo.es_step(run, state, problems(4, seed=5 + i), seed=i)["member_rewards"]
+                       for i in range(2)]
+            found.append((rewards, state.master))
+        (rewards, master), (rewards_once, master_once) = found
+        base = es_grpo.master_weights(list(model.parameters()))
+        moved = max(float((a - b).abs().max()) for a, b in zip(master, base))
+        apart = max(float((a - b).abs().max()) for a, b in zip(master, master_once))
+        print(f"ES at 135M {flags}: moved up to {moved:.1e}; drawn once and twice differ by "
+              f"{apart:.1e}")
+        assert rewards == rewards_once and moved > 0  # the weights' own rounding, a few ulps:
+        assert all(torch.allclose(a, b, rtol=1e-6, atol=1e-7) for a, b in zip(master, master_once))
+
+
 def test_two_grpo_updates_change_the_weights_and_keep_them_finite(real):
     from scale import config
     from scale.grpo import grpo_step
