@@ -135,8 +135,8 @@ def test_es_drawn_once_updates_as_es_grpo_does_on_the_real_model(real):
             params = list(copied.parameters())
             state = es_grpo.ESState(params, es_grpo.master_weights(params))
             run = es_grpo.Context(args, copied, tokenizer, **hooks)
-            rewards = [es_grpo.es_step(run, state, problems(4, seed=5 + i), seed=i)["member_rewards"]
-                       for i in range(2)]
+            rewards = [es_grpo.es_step(run, state, problems(4, seed=5 + i), seed=i)
+                       ["member_rewards"] for i in range(2)]
             found.append((rewards, state.master))
         (rewards, master), (rewards_once, master_once) = found
         base = es_grpo.master_weights(list(model.parameters()))
