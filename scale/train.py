@@ -157,6 +157,8 @@ def main(argv=None, launcher=Torchrun):
         (scale.save_every < 0, "--save-every must not be negative"),
         (scale.rollout != "hf" and config["rollout_dtype"] != "model",
          "--rollout-dtype is the HF path's (--rollout hf); an engine's weights: --vllm-dtype"),
+        (scale.es_noise == "table" and (world > 1 or scale.rollout == "vllm"),
+         "--es-noise table runs on one process and the HF path (members one at a time)"),
         (scale.check_every < 0 or scale.dist_timeout < 1,
          "--check-every must not be negative, --dist-timeout positive"),
         (config["grpo_prompts"] < world,

@@ -86,6 +86,7 @@ def test_invalid_flags_exit_2_before_any_work(flags, message, tmp_path):
     # es_grpo.py's checks hold too
     (["--es-population", "1"], "--es-population must be at least 2"),
     (["--data", str(ROOT / "no-such.jsonl")], "no-such.jsonl: cannot read"),
+    (["--es-noise", "table", "--rollout", "vllm"], "--es-noise table runs on one process"),
 ])
 def test_scale_trains_flags_exit_2_before_any_work(flags, message, tmp_path):
     result = run_scale(*flags, "--out", str(tmp_path / "never"))

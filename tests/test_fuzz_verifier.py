@@ -12,8 +12,8 @@ from scale import verifier
 from es_grpo import countdown_reward, math_grade
 from scale.verifier import math_reward
 
-ODD = ["０", "٣", "𝟑", "³", "½", "−", "×", "÷", "O", "l", "ⅰ", "\u200b", "\x00", "🙂", "\\", "{",
-       "}", "e", "E", ".", ",", "_"]
+ODD = ["０", "٣", "𝟑", "³", "½", "−", "×", "÷", "O", "l", "ⅰ",
+       "\u200b", "\x00", "🙂", "\\", "{", "}", "e", "E", ".", ",", "_"]
 OPERATORS = ["+", "-", "*", "/", "**", "//", "%", "^", "(", ")", " ", "=", "==", "<<", "@"]
 LIMIT_S = 0.01  # the limit per verifier call
 TAGS = ["<answer>", "</answer>", "####", "\n", "x = ", "="]

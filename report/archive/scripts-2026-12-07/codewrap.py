@@ -1,6 +1,7 @@
-"""Break code lines over WIDTH at commas (or before 'and'/'or'/'if'/'else'/'for'/operators) inside brackets,
-continuing aligned after the innermost open bracket, the project's style; split plain strings inside
-brackets at a space into implicitly joined pieces. Each file's AST is checked unchanged."""
+"""Break code lines over WIDTH at commas (or before 'and'/'or'/'if'/'else'/'for'/operators) inside
+brackets, continuing aligned after the innermost open bracket, the project's style; split plain
+strings inside brackets at a space into implicitly joined pieces. Each file's AST is checked
+unchanged."""
 import ast
 import io
 import sys
@@ -8,8 +9,8 @@ import tokenize
 
 WIDTH = 100
 OPEN, CLOSE = "([{", ")]}"
-BEFORE = {"and", "or", "if", "else", "for", "+", "-", "*", "/", "//", "%", "|", "&", "==", "!=", "<", ">",
-          "<=", ">=", "in", "not", "is"}
+BEFORE = {"and", "or", "if", "else", "for", "+", "-", "*", "/", "//", "%", "|", "&", "==", "!=",
+          "<", ">", "<=", ">=", "in", "not", "is"}
 
 
 def tokens_by_line(source):
@@ -32,12 +33,13 @@ def is_subscript(lines, at):
     if text[col] != "[" or col == 0:
         return False
     before = text[:col].rstrip()
-    return col > 0 and text[col - 1] not in " ([{," and bool(before) and (before[-1].isalnum() or before[-1] in ")]_")
+    return (col > 0 and text[col - 1] not in " ([{," and bool(before)
+            and (before[-1].isalnum() or before[-1] in ")]_"))
 
 
 def break_once(line, toks, lineno):
-    """One break of `line` (a physical line) into two, or None. toks: (token, stack) on this line, where
-    each stack entry is (line, col) of an open bracket."""
+    """One break of `line` (a physical line) into two, or None. toks: (token, stack) on this line,
+    where each stack entry is (line, col) of an open bracket."""
     best = None
     for i, (tok, stack) in enumerate(toks):
         if tok.start[0] != lineno or tok.type in (tokenize.NL, tokenize.NEWLINE, tokenize.COMMENT):
@@ -47,9 +49,11 @@ def break_once(line, toks, lineno):
         col = tok.start[1]
         prev = toks[i - 1][0] if i else None
         ok = False
-        if prev is not None and prev.type == tokenize.OP and prev.string == "," and prev.start[0] == lineno:
+        if (prev is not None and prev.type == tokenize.OP and prev.string == ","
+                and prev.start[0] == lineno):
             ok, rank = True, 2
-        elif tok.string in BEFORE and prev is not None and prev.string not in OPEN + "," and col > 0:
+        elif (tok.string in BEFORE and prev is not None and prev.string not in OPEN + ","
+              and col > 0):
             ok, rank = True, 1
         if not ok or col > WIDTH or col < 8:
             continue
@@ -60,7 +64,8 @@ def break_once(line, toks, lineno):
         indent = bcol + 1 if bline == lineno else None
         if indent is None:
             indent = len(line) - len(line.lstrip())
-            if bline != lineno:  # bracket opened above: this line is a continuation; keep its indent
+            # bracket opened above: this line is a continuation; keep its indent
+            if bline != lineno:
                 pass
         if col <= indent or indent > 64:
             continue
@@ -81,7 +86,8 @@ def break_once(line, toks, lineno):
 
 
 def split_string(line, toks, lineno):
-    """Split the string token crossing WIDTH at a space, when inside brackets; None if not possible."""
+    """Split the string token crossing WIDTH at a space, when inside brackets; None if not
+    possible."""
     for tok, stack in toks:
         if tok.type != tokenize.STRING or tok.start[0] != lineno or tok.end[0] != lineno:
             continue
@@ -96,7 +102,8 @@ def split_string(line, toks, lineno):
         quote = text[0]
         body = text[1:-1]
         start = tok.start[1] + len(prefix) + 1
-        limit = WIDTH - 1 - start  # room in the body on this line (the closing quote needs a column)
+        # room in the body on this line (the closing quote needs a column)
+        limit = WIDTH - 1 - start
         depth, cut = 0, None
         for j, ch in enumerate(body):
             if ch == "{" and "f" in prefix.lower():
@@ -135,7 +142,8 @@ def wrap_file(path):
                 continue
             global source_lines
             source_lines = lines
-            new = (break_once(line, toks, n) or split_string(line, toks, n) or parenthesize(line, toks, n))
+            new = (break_once(line, toks, n) or split_string(line, toks,
+                                                             n) or parenthesize(line, toks, n))
             if new:
                 after = lines[n:]
                 merged = merge(new[1], after[0]) if after and len(new) > 1 else None
@@ -156,8 +164,8 @@ def wrap_file(path):
 
 
 def parenthesize(line, toks, lineno):
-    """A statement with no bracket to break in: its expression put in parentheses (assert's condition,
-    return's, raise's or an assignment's value), to be broken on the next pass."""
+    """A statement with no bracket to break in: its expression put in parentheses (assert's
+    condition, return's, raise's or an assignment's value), to be broken on the next pass."""
     import re
     if any(stack for tok, stack in toks) or line.rstrip().endswith(("\\", ":")):
         return None
@@ -182,7 +190,8 @@ def parenthesize(line, toks, lineno):
 
 
 def merge(rest, following):
-    """rest and the next line as one line, where the next continues at rest's indent and both fit."""
+    """rest and the next line as one line, where the next continues at rest's indent and both
+    fit."""
     indent = len(rest) - len(rest.lstrip())
     if len(following) - len(following.lstrip()) != indent or "#" in rest or not following.strip():
         return None

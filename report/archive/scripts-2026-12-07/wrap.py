@@ -1,4 +1,5 @@
-"""Wrap lines over WIDTH: comments and docstrings reflowed, code by ruff format --range (AST kept)."""
+"""Wrap lines over WIDTH: comments and docstrings reflowed, code by ruff format --range (AST
+kept)."""
 import ast
 import io
 import re
@@ -8,6 +9,7 @@ import textwrap
 import tokenize
 
 WIDTH = 100
+COMMANDS = ("|", "python ", "torchrun", "bash ", "pip ", "$ ")  # a table row or a command line
 ITEM = re.compile(r"^(\s*)([-*] |\d+\. |\| |>>> |\$ )")
 
 
@@ -21,7 +23,8 @@ def docstring_ranges(source):
     for node in ast.walk(ast.parse(source)):
         body = getattr(node, "body", None)
         if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
-                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+                and isinstance(body[0].value,
+                               ast.Constant) and isinstance(body[0].value.value, str):
             ranges.append((body[0].lineno, body[0].end_lineno))
     return ranges
 
@@ -54,10 +57,11 @@ def reflow_docstrings(lines, source):
                     and len(lines[last]) - len(lines[last].lstrip()) == indent \
                     and not lines[last].strip().startswith('"""'):
                 last += 1
-            base = min((len(l) - len(l.lstrip()) for l in lines[s + 1:e] if l.strip()), default=indent)
+            base = min((len(l) - len(l.lstrip()) for l in lines[s + 1:e] if l.strip()),
+                       default=indent)
             block = lines[first:last]
-            if indent > base or any("  " in l.strip() or l.strip().startswith(("|", "python ", "torchrun",
-                                                                               "bash ", "pip ", "$ "))
+            if indent > base or any("  " in l.strip()
+                                    or l.strip().startswith(COMMANDS)
                                     for l in block):
                 i = last
                 continue
@@ -141,7 +145,8 @@ def strip_docs(tree):
     for node in ast.walk(tree):
         body = getattr(node, "body", None)
         if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
-                and isinstance(body[0].value, ast.Constant) and isinstance(body[0].value.value, str):
+                and isinstance(body[0].value,
+                               ast.Constant) and isinstance(body[0].value.value, str):
             node.body = body[1:]
     return ast.dump(tree)
 
