@@ -101,7 +101,7 @@ class Accumulated:
 class DrawnOnce:
     """es_grpo.run's score_members hook, member by member (es_grpo.score_members's contract), each
     member's eps drawn once (source: es_grpo.noise, or a NoiseTable), on every core, and summed into
-    Accumulated for DrawnOnceUpdate. One process: the accumulators are not summed over ranks."""
+    Accumulated for OnceUpdate. One process: the accumulators are not summed over ranks."""
 
     def __init__(self, source=noise, workers: int = 0):
         """workers: threads that draw and sum eps (0: one a core); seconds: by phase, summed."""
