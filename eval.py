@@ -179,8 +179,8 @@ def cmd_reproduce(argv):
     plan = plan_of(namespace, run_flags, argv)
     # every claims run's flags, to launch with torchrun -m scale.train into OUT/runs
     if namespace.plan:
-        print(*(" ".join([*run_argv, "--out", str(folder)]) for folder, run_argv,
-                _ in planned_runs(plan)), sep="\n")
+        print(*(" ".join([*run_argv, "--out", str(folder)])
+                for folder, run_argv, _ in planned_runs(plan)), sep="\n")
         return []
     clock, saving = Stopwatch(), SAVED_ONLY.set(plan.saved_only)
     with clock("claims: the schedule runs"):

@@ -80,8 +80,8 @@ def write_drift(out: Path, data: dict) -> None:
         grouped_bars(axes, results, kinds)
         axes.set(yscale="log", ylabel="relative L2 drift", title="drift from the base model")
 
-    table = markdown_table(results, kinds) + "".join(f"\n\ndrift ratio {k}: {v:.2f}" for k,
-                                                     v in ratio.items())
+    table = markdown_table(results, kinds) + "".join(f"\n\ndrift ratio {k}: {v:.2f}"
+                                                     for k, v in ratio.items())
     save_outputs(out, "drift", data, table, plot)
 
 
@@ -127,8 +127,8 @@ def write_diversity(out: Path, model_name: str, rows: dict) -> None:
     columns = ["js_succ", "js_pol", "predicted", "gain", "gain_counts", "ratio", "gain_vs_centre",
                "population_pass", "centre_pass"]
     table = {name: {c: (f"{row[c]:.4f} [{row[c + '_ci'][0]:.4f}, {row[c + '_ci'][1]:.4f}]"
-                        if c + "_ci" in row else row[c]) for c in columns} for name,
-                        row in rows.items()}
+                        if c + "_ci" in row else row[c]) for c in columns}
+                        for name, row in rows.items()}
     save_outputs(out, "diversity", {"model": model_name, "rows": rows},
                  markdown_table(table, columns, "noise"), plot)
 
@@ -230,8 +230,8 @@ def write_sizes(out: Path, sizes: dict) -> None:
         axes.legend(fontsize=7)
 
     save_outputs(out, "sizes", {size: {**entry, "rows": {
-        name: {key: value for key, value in row.items() if key != "correct"} for name,
-        row in entry["rows"].items()}}
+        name: {key: value for key, value in row.items() if key != "correct"}
+        for name, row in entry["rows"].items()}}
         for size, entry in sizes.items()},
         markdown_table(table, list(next(iter(table.values()))), "model"), plot)
 
@@ -288,8 +288,8 @@ def write_paths(out: Path, runs: dict, k: int, matched: dict | None = None,
                        title="entropy against Pass@1")
         axes[0, 0].legend(fontsize=6)
 
-    data = {name: {key: value.mean(tuple(range(1, value.ndim))).tolist() for key,
-                   value in path.items()
+    data = {name: {key: value.mean(tuple(range(1, value.ndim))).tolist()
+                   for key, value in path.items()
                    # interval() data: `entropy` is their ratio
                    if key not in ("entropy_sums", "entropy_tokens")}
             for name, path in {**paths, **extra}.items()}

@@ -60,8 +60,8 @@ def heldout_base(held: HeldOut, args: Args) -> dict:
     families = [task for task, row in first.items() if row["pass@1"] < SATURATED]
     return {"families": families,
             "correct": [c for task in families for c in first[task]["correct"]],
-            "saturated": {task: row["pass@1"] for task,
-                          row in first.items() if task not in families}}
+            "saturated": {task: row["pass@1"]
+                          for task, row in first.items() if task not in families}}
 
 
 def heldout_counts(held: HeldOut, model_name: str, noise_seed: int | None, args: Args) -> list[int]:

@@ -76,8 +76,8 @@ def run_path(run: Path, k: int) -> list[dict]:
 
 
 def heldout_families(row: dict) -> list[str]:
-    return [key for key,
-            value in row.items() if key.startswith("heldout_") and isinstance(value, dict)]
+    return [key
+            for key, value in row.items() if key.startswith("heldout_") and isinstance(value, dict)]
 
 
 def finals_array(rows: list[dict], n: int, k: int) -> np.ndarray:
@@ -218,8 +218,8 @@ def pass_at_k_curves(runs: dict) -> dict:
     n = runs["es"]["config"]["eval_samples"]
     ks = curve_ks(n)
     models = {"base": runs["es"]["base"], **{name: run["finals"] for name, run in runs.items()}}
-    curves = {name: {f"pass@{k}": float(finals_array(rows, n, k).mean()) for k in ks} for name,
-              rows in models.items()}
+    curves = {name: {f"pass@{k}": float(finals_array(rows, n, k).mean()) for k in ks}
+              for name, rows in models.items()}
     for name in runs:
         crossing = [k for k in ks if curves["base"][f"pass@{k}"] >= curves[name][f"pass@{k}"]]
         curves[name]["base_overtakes_at_K"] = crossing[0] if crossing else None
@@ -241,6 +241,6 @@ def training_curves(folders: list[Path]) -> dict:
     decoding = {name: {stage: json.loads((folder
                                           / "config.json").read_text()).get(f"{stage}_temperature")
                        for stage in ("es", "grpo")} for name, folder in zip(runs, folders)}
-    summary = {name: {key: lines[-1].get(key) for key in CURVE_COLUMNS} for name,
-               lines in runs.items()}
+    summary = {name: {key: lines[-1].get(key) for key in CURVE_COLUMNS}
+               for name, lines in runs.items()}
     return {"runs": runs, "decoding": decoding, "summary": summary}

@@ -159,8 +159,8 @@ def affine_values(statistic, data: dict[str, np.ndarray]) -> np.ndarray | None:
     if values.shape != (len(next(iter(each.values()))),) or not np.all(np.isfinite(values)):
         return None
     for weights in np.random.default_rng(1).dirichlet(np.ones(len(values)), size=3):
-        mixed = {key: np.tensordot(weights, value, axes=(0, 0))[None] for key,
-                 value in each.items()}
+        mixed = {key: np.tensordot(weights, value, axes=(0, 0))[None]
+                 for key, value in each.items()}
         if not np.isclose(float(statistic(mixed)[0]), weights @ values, rtol=1e-9, atol=1e-12):
             return None
     return values
@@ -215,8 +215,8 @@ def interval(statistic, data: dict[str, np.ndarray], draws: int = DRAWS,
     # (S, P, ...)
     whole = {key: np.moveaxis(value, (-2, -1), (0, 1)) for key, value in data.items()}
     with np.errstate(divide="ignore", invalid="ignore"):
-        estimate = float(statistic({key: value.mean((0, 1))[None] for key,
-                                    value in whole.items()})[0])
+        estimate = float(statistic({key: value.mean((0, 1))[None]
+                                    for key, value in whole.items()})[0])
         exact, mc_variance = affine_values(statistic, data), 0.0
         if exact is not None:
             over_problems, dropped = float(np.var(exact)) / problems, 0.0

@@ -122,8 +122,8 @@ def sparsity_analysis(base_name: str, trained_name: str, masks: SparsityMasks, a
     if null is not None:
         full["null"] = measure_weights(null)
     rows = {label: sparsity_row(measure_weights(kept), kind, tau, zeroed, full, k)
-            for label, kind, kept, zeroed,
-            tau in sparsified_updates(base, trained, null, masks, args.seed)}
+            for label, kind, kept, zeroed, tau
+            in sparsified_updates(base, trained, null, masks, args.seed)}
     return {"base": base_name, "trained": trained_name, "samples": args.eval_samples, "full": full,
             "rows": rows}
 

@@ -39,8 +39,8 @@ def concat_rollouts(parts: list[Rollout], pad_id: int) -> Rollout:
         tensors = [getattr(p, name) for p in parts]
         width = max(t.shape[1] for t in tensors)
         gaps = [(width - t.shape[1], 0) if left else (0, width - t.shape[1]) for t in tensors]
-        return torch.cat([torch.nn.functional.pad(t, gap, value=value) for t,
-                          gap in zip(tensors, gaps)], 0)
+        return torch.cat([torch.nn.functional.pad(t, gap, value=value)
+                          for t, gap in zip(tensors, gaps)], 0)
     return Rollout(sum((p.texts for p in parts), []), cat("prompt_ids", pad_id, True),
                    cat("prompt_mask", 0, True),
                    cat("completion_ids", pad_id, False), cat("completion_mask", 0, False),

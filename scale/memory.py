@@ -209,8 +209,8 @@ def main(argv=None):
           "| GRPO, fp32 + AdamW + reference | of which states | of which activations | GRPO with "
           "--grpo-fsdp " "| of which states |")
     print("|---|---|---|---|---|---|---|---|---|---|")
-    estimates = {name: estimate(Qwen2Config(**fields), microbatch=microbatch) for name,
-                 fields in MODELS.items()}
+    estimates = {name: estimate(Qwen2Config(**fields), microbatch=microbatch)
+                 for name, fields in MODELS.items()}
     for name, e in estimates.items():
         print(f"| {name} | {e['params_B']:.2f}B | {e['es_bf16']:.1f} | {e['es_fp32']:.1f} | "
               f"{e['es_host_master']:.1f} "

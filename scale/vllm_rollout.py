@@ -263,8 +263,8 @@ class VLLMRollout:
         model.to("cpu")
         self.sync(model)  # from here the model is unchanged until the stage saves
         placement = self.engine.collective_rpc("es_grpo_placement")[0]
-        return [EngineWeight(self, name, param, placement) for name,
-                param in model.named_parameters()]
+        return [EngineWeight(self, name, param, placement)
+                for name, param in model.named_parameters()]
 
     @torch.no_grad()
     def __call__(self, model, tokenizer, prompts: list[str], sampling: Sampling = Sampling(),

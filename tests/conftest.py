@@ -228,8 +228,8 @@ class FakeEngine:
             fused = next((name.replace(hf, vllm) for hf, vllm in FUSED.items() if hf in name), name)
             parts.setdefault(fused, []).append((name, param.detach().clone()))
         for fused, named in parts.items():
-            self.fused[fused] = torch.cat([tensor for _,
-                                           tensor in named]).to(dtype or named[0][1].dtype)
+            self.fused[fused] = torch.cat([tensor
+                                           for _, tensor in named]).to(dtype or named[0][1].dtype)
             start = 0
             for name, tensor in named:
                 self.slices[name] = (fused, slice(start, start + len(tensor)))
@@ -240,8 +240,8 @@ class FakeEngine:
         self.loads += 1
         named = dict(weights)
         loaded = {self.slices[name][0] for name in named}
-        partial = [name for name,
-                   (fused, _) in self.slices.items() if fused in loaded and name not in named]
+        partial = [name for name, (fused, _) in self.slices.items()
+                   if fused in loaded and name not in named]
         if partial:
             raise ValueError(f"fused layers partly loaded: {partial} missing")
         for name, tensor in named.items():

@@ -158,8 +158,8 @@ def per_exercise(outcomes: dict[str, list[str]], exercise: Exercise) -> list[tup
         bare = node.split("[")[0]
         return any(bare == test or bare.startswith(test + "::") or bare.split("::")[0] == test
                    for test in exercise.tests)
-    return [(node, outcome) for node,
-            results in outcomes.items() if ours(node) for outcome in results]
+    return [(node, outcome) for node, results in outcomes.items() if ours(node)
+            for outcome in results]
 
 
 def check(copy: Path, exercises: list[Exercise]) -> bool:

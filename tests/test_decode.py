@@ -57,8 +57,8 @@ def test_ended_rows_leave_the_batch_and_the_others_decode_as_before(tiny):
     decoding = [int((lengths > step).sum()) for step in range(1, steps)]
     ran = [shape[0] for shape in rows_run[-(steps - 1):]]
     assert all(shape[1] == 1 for shape in rows_run[-(steps - 1):])
-    assert all(live <= run <= live / KEEP_SHARE for live,
-               run in zip(decoding, ran)), (decoding, ran)
+    assert all(live <= run <= live / KEEP_SHARE
+               for live, run in zip(decoding, ran)), (decoding, ran)
     assert decoding[-1] < len(prompts) and ran[-1] < len(prompts)  # rows did end, and left
 
 

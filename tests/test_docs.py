@@ -135,9 +135,8 @@ def test_every_documented_entry_point_starts_as_python_starts_it(tmp_path):
         shared, *torchruns = pool.map(started, launches)
     assert shared.returncode == 0, shared.stderr[-2000:]
     exits = json.loads(shared.stdout.splitlines()[-1])
-    broken = [f"{' '.join(argv)}: exit {code}: {error[-300:]}" for argv,
-              (code, error) in zip(argvs, exits)
-              if code != 0]
+    broken = [f"{' '.join(argv)}: exit {code}: {error[-300:]}"
+              for argv, (code, error) in zip(argvs, exits) if code != 0]
     broken += [f"{' '.join(done.args[1:])}: exit {done.returncode}: {done.stderr.strip()[-300:]}"
                for done in torchruns if done.returncode != 0]
     assert not broken, "\n".join(broken)

@@ -192,8 +192,8 @@ def test_es_without_zscore_steps_along_centred_raw_rewards(fresh_tiny, monkeypat
         "no reward spread: pick other problems"
     seeds = es_grpo.random.Random(1).sample(range(2**31 - 1), 4)  # es_step's draw for seed 1
     for index in (0, len(before) - 1):
-        step = sum(float(w) * es_grpo.noise(s, index, before[index]) for s,
-                   w in zip(seeds, rewards - rewards.mean()))
+        step = sum(float(w) * es_grpo.noise(s, index, before[index])
+                   for s, w in zip(seeds, rewards - rewards.mean()))
         torch.testing.assert_close(master[index], before[index] + 0.5 / 4 * step, atol=1e-6, rtol=0)
 
 

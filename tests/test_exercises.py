@@ -34,10 +34,10 @@ def test_every_exercise_fails_on_the_student_copy_and_passes_on_the_reference(tm
     outcomes = exercises.run_tests(copy, [*tests, *CONTROLS])
     for exercise in EXERCISES:
         results = exercises.per_exercise(outcomes, exercise)
-        assert results and all(o.startswith("failed: ") for _,
-                               o in results), (exercise.title, results)
-        assert any(f"exercise {exercise.number} (" in o for _,
-                   o in results), (exercise.title, results)
+        assert results and all(o.startswith("failed: ")
+                               for _, o in results), (exercise.title, results)
+        assert any(f"exercise {exercise.number} (" in o
+                   for _, o in results), (exercise.title, results)
     # the copy runs all but its holes
     assert all(outcomes[control] == ["passed"] for control in CONTROLS)
     alone = subprocess.run([sys.executable, "es_grpo.py", "--help"], cwd=copy.parent,
@@ -48,8 +48,8 @@ def test_every_exercise_fails_on_the_student_copy_and_passes_on_the_reference(tm
     if not all(any(node == test or node.startswith(test + "::") for node in collected) for test
                in tests):
         reference = exercises.run_tests(None, tests)  # run alone: check the reference here
-        assert all({o for _,
-                    o in exercises.per_exercise(reference, e)} == {"passed"} for e in EXERCISES)
+        assert all({o for _, o in exercises.per_exercise(reference, e)} == {"passed"}
+                   for e in EXERCISES)
     # else these very tests run on the reference in this session of the suite, and fail it if they
     # fail
 

@@ -75,8 +75,8 @@ def test_microbatched_grpo_step_accumulates_the_same_gradient(tiny):
         run = Context(args, policy, tokenizer)
         stats = step_of(run, GRPOState(optimizer, copy.deepcopy(model)), problems, seed=0)
         results.append((stats,
-                        [p.detach() - q.detach() for p,
-                         q in zip(policy.parameters(), model.parameters())]))
+                        [p.detach() - q.detach()
+                         for p, q in zip(policy.parameters(), model.parameters())]))
     (whole, step), *layered = results
     assert max(float(a.abs().max()) for a in step) > 1e-3
     for stats, layered_step in layered:

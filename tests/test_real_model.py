@@ -87,10 +87,10 @@ def test_the_fast_rollout_decodes_as_es_grpo_rollout_and_bfloat16_mostly_as_floa
     model, tokenizer = real
     prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems(32, seed=2)]
     reference = es_grpo.rollout(model, tokenizer, prompts, GREEDY).texts
-    same = sum(a == b for a,
-               b in zip(FastRollout()(model, tokenizer, prompts, GREEDY).texts, reference))
-    halved = sum(a == b for a,
-                 b in zip(FastRollout("bfloat16")(model, tokenizer, prompts, GREEDY).texts,
+    same = sum(a == b
+               for a, b in zip(FastRollout()(model, tokenizer, prompts, GREEDY).texts, reference))
+    halved = sum(a == b
+                 for a, b in zip(FastRollout("bfloat16")(model, tokenizer, prompts, GREEDY).texts,
                           reference))
     print(f"fast float32: {same}/32 rows as es_grpo.rollout; bfloat16: {halved}/32 as float32")
     assert same >= 31 and halved >= 16
@@ -329,8 +329,7 @@ def test_the_runs_script_one_at_a_time_lends_the_base_skips_the_finished_and_res
     assert script().returncode == 0
     assert (runs / "grpo-s0.log").read_text() == logs["grpo-s0"]  # finished: not started again
     assert "resuming" in (runs / "es-s0.log").read_text()[len(logs["es-s0"]):]
-    without_seconds = lambda stages: [{k: v for k,
-                                       v in s.items() if k != "seconds"} for s
+    without_seconds = lambda stages: [{k: v for k, v in s.items() if k != "seconds"} for s
                                        in stages]  # noqa: E731
     assert without_seconds(summary("es-s0")) == without_seconds(es)
 

@@ -124,8 +124,8 @@ def test_resume_before_the_first_checkpoint_starts_over_cleanly(reference, tmp_p
     assert resumed.returncode == 0 and "after update 0" in resumed.stdout
     # each update once, as uninterrupted
     assert metrics_without_timing(out) == metrics_without_timing(reference)
-    assert all(torch.equal(a, b) for a,
-               b in zip(final_weights(out).values(), final_weights(reference).values()))
+    assert all(torch.equal(a, b)
+               for a, b in zip(final_weights(out).values(), final_weights(reference).values()))
 
 
 def test_two_runs_started_at_once_on_one_folder_end_with_one_run_and_one_refusal(tmp_path):

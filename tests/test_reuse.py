@@ -24,8 +24,8 @@ def test_a_run_path_spans_both_stages_and_finished_runs_are_reused(tmp_path):
     stages = summary["stages"]
     assert (path[2]["sequences"] == stages[1]["sequences"]
             and path[4]["sequences"] == stages[1]["sequences"] + stages[2]["sequences"])
-    assert all(a["seconds"] <= b["seconds"] and a["sequences"] < b["sequences"] for a,
-               b in zip(path, path[1:]))
+    assert all(a["seconds"] <= b["seconds"] and a["sequences"] < b["sequences"]
+               for a, b in zip(path, path[1:]))
     assert all(len(p["pass@1"]) == 3 for p in path)
     written = (out / "metrics.jsonl").stat().st_mtime_ns
     assert (training.train_run(out, flags) == summary

@@ -318,8 +318,8 @@ def test_the_engine_is_created_on_every_rank_before_any_generation(shared, fault
     a, b = (load_file(run / "stage1-es" / "model.safetensors") for run
             in (tmp_path / "one", folder))
     assert a.keys() == b.keys() and all(torch.equal(a[k], b[k]) for k in a)
-    assert any(not torch.equal(a[k], v) for k,
-               v in load_file(ROOT / "tiny_model" / "model.safetensors").items())
+    assert any(not torch.equal(a[k], v)
+               for k, v in load_file(ROOT / "tiny_model" / "model.safetensors").items())
     for rank in (0, 1):  # the last job of the launch: it destroys the process group
         said = [line for line in result.stdout.splitlines() if line.startswith(f"rank {rank}:")]
         assert said == [f"rank {rank}: engine shut down",

@@ -29,8 +29,8 @@ def percentile_bootstrap(statistic, data, draws=1000, seed=0):
     pick_s, pick_p = rng.integers(seeds,
                                   size=(draws,
                                         seeds)), rng.integers(problems, size=(draws, problems))
-    values = statistic({key: value[pick_s[:, :, None], pick_p[:, None, :]].mean((1, 2)) for key,
-                        value in data.items()})
+    values = statistic({key: value[pick_s[:, :, None], pick_p[:, None, :]].mean((1, 2))
+                        for key, value in data.items()})
     return (float(statistic({key: value.mean()[None] for key, value in data.items()})[0]),
             *np.percentile(values, [2.5, 97.5]))
 

@@ -145,8 +145,7 @@ def test_the_reference_and_the_worker_grade_every_math_case_alike():
     cases = MATH_CASES + REFERENCE_CASES
     graded = {name: [verifier.math_grade(completion, answer, latex) for completion, answer,
                      *_ in cases]
-              for name,
-              latex in (("es_grpo", es_grpo.latex_compare),
+              for name, latex in (("es_grpo", es_grpo.latex_compare),
                         ("worker", verifier.MATH_VERIFY.compare))}
     assert graded["es_grpo"] == graded["worker"]
 
@@ -361,8 +360,9 @@ def test_what_reaches_sympys_eval_is_a_literal(monkeypatch):
     seen, real = [], sympy_parser.eval_expr
     monkeypatch.setattr(sympy_parser, "eval_expr", lambda code,
                         *scopes: (seen.append(code), real(code, *scopes))[1])
-    cheap = [text for name,
-             text in HOSTILE_MATH.items() if name in ("unbalanced", "matrix", "sqrt chain")]
+    cheap = [text
+             for name, text in HOSTILE_MATH.items() if name in ("unbalanced", "matrix",
+                                                                "sqrt chain")]
     cheap += [HOSTILE_MATH[name] for name in ("text", "signs")]
     answers = [(c, a) for c, a, _ in MATH_CASES] + [(text, "6") for text in cheap]
     for completion, answer in answers:

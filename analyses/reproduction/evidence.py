@@ -116,13 +116,13 @@ def runs_wall_minutes(runs: Path, record: Path | None = None) -> dict[str, dict]
         row["minutes"] += known[name]
     if record is not None:
         record.parent.mkdir(parents=True, exist_ok=True)
-        record.write_text(json.dumps({"minutes": {name: round(m, 3) for name,
-                                                  m in sorted(known.items())},
+        record.write_text(json.dumps({"minutes": {name: round(m, 3)
+                                                  for name, m in sorted(known.items())},
                                       "measured": "from the runs' file times, else their metrics "
                                                   "(training only)"},
                                      indent=1))
-    return {part: {"runs": row["runs"], "minutes": f"{row['minutes']:.1f}"} for part,
-            row in totals.items()}
+    return {part: {"runs": row["runs"], "minutes": f"{row['minutes']:.1f}"}
+            for part, row in totals.items()}
 
 
 def training_minutes(run: Path) -> float:
@@ -174,8 +174,8 @@ def weight_analyses(plan: Plan, store: Store, matched_models: list[str]) -> dict
 
 def drift_ratio(drift_of: dict, es_models: list[str], grpo_models: list[str]) -> Interval:
     """ES's total drift over GRPO's, seed for seed, with its interval."""
-    ratios = [[drift_of[es]["total"] / drift_of[grpo]["total"]] for es,
-              grpo in zip(es_models, grpo_models)]
+    ratios = [[drift_of[es]["total"] / drift_of[grpo]["total"]]
+              for es, grpo in zip(es_models, grpo_models)]
     return interval(lambda m: m["r"], {"r": np.array(ratios)})  # (seeds, 1)
 
 

@@ -57,8 +57,8 @@ def frontier_values(evidence: Evidence) -> dict:
     runs, k = {**evidence.frontier, "grpo": evidence.runs["grpo"],
                "es": evidence.runs["es"]}, evidence.plan.k
     seeds = min(len(run["finals"]) for run in runs.values())
-    grpo = [path_arrays(run["paths"][:seeds], k) for name,
-            run in runs.items() if name.startswith("grpo")]
+    grpo = [path_arrays(run["paths"][:seeds], k)
+            for name, run in runs.items() if name.startswith("grpo")]
     paths = {}  # every GRPO path's arrays, the path's number after each name
     for i, path in enumerate(grpo):
         paths |= {f"pass@1_{i}": path["pass@1"], f"pass@{k}_{i}": path[f"pass@{k}"],

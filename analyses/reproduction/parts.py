@@ -68,8 +68,8 @@ def parts_section(claims: list[Claim]) -> list[str]:
     for claim in claims:
         rows += [f"| {claim.number} | {c.name} | {estimate(c.value)} | {margin_word(c)} | "
                  f"{outcome_word(c)} |" for c in claim.conditions]
-        rows += [f"| {claim.number} | {part} | - | - | not measured: {why} |" for part,
-                 why in claim.unmeasured]
+        rows += [f"| {claim.number} | {part} | - | - | not measured: {why} |"
+                 for part, why in claim.unmeasured]
     verdicts = [f"| {claim.number}. {claim.statement} | **{claim.verdict}** |" for claim in claims]
     context = []
     for claim in claims:
@@ -96,8 +96,8 @@ def stability_lines(record: dict) -> list[str]:
     """The bootstrap's check: outcomes that moved with its seed (none, if all is well) and the
     largest Monte Carlo error of a bound."""
     part, error = record["largest_mc_error"]
-    moved = "; ".join(f"{name}: {', '.join(sorted(set(found)))}" for name,
-                      found in record["changed"].items())
+    moved = "; ".join(f"{name}: {', '.join(sorted(set(found)))}"
+                      for name, found in record["changed"].items())
     return [f"Every outcome above was found again under {record['seeds'] - 1} other bootstrap "
             f"seeds: " + (f"these moved: {moved}." if moved else "none moved.")
             + f" The largest Monte Carlo error of a bound is {error:.2g} ({part}); a difference of "

@@ -46,8 +46,8 @@ def measure_base(args: Args, heldout: str) -> dict:
     return {"model": args.model, "task": task, "heldout": heldout, "split": args.eval_split,
             "samples": args.eval_samples, "temperature": args.eval_temperature,
             "max_new_tokens": args.max_new_tokens,
-            "families": {family: measure_family(run, family, problems) for family,
-                         problems in families.items()}}
+            "families": {family: measure_family(run, family, problems)
+                         for family, problems in families.items()}}
 
 
 def measure_family(run: Context, family: str, problems: list[dict]) -> dict:

@@ -21,8 +21,8 @@ def scale_paragraph(values: dict, grpo_name: str, seeds: int, tiny_report: Path)
     evidence = tiny.get("evidence", {})
     tiny_falls = {key[len("entropy_fall_"):]: value for key, value in evidence.items()
                   if key.startswith("entropy_fall_")}
-    said = lambda falls: ", ".join(f"{name} {value[0]:+.0%}" for name,
-                                   value in falls.items())  # noqa: E731
+    said = lambda falls: ", ".join(f"{name} {value[0]:+.0%}"
+                                   for name, value in falls.items())  # noqa: E731
     halved = lambda falls: sum(value[0] <= -0.5 for value in falls.values())  # noqa: E731
     near_zero = [name for name, value in real.items() if value[0] <= -0.9]
     seen = f"seen here at {', '.join(near_zero)}" if near_zero else "not seen here"

@@ -102,8 +102,9 @@ def judge_claim1(runs: dict, parts: dict):
     paths = {"ES": path_arrays(es["paths"], K), "GRPO": path_arrays(grpo["paths"], K)}
     first, second = (("GRPO", "ES") if ends["GRPO"]["sequences"] <= paths["ES"]["sequences"][-1]
                      else ("ES", "GRPO"))
-    frontier = {name: run for name,
-                run in runs.items() if run["config"]["algo"] == "grpo" and name != parts["grpo"]}
+    frontier = {name: run
+                for name, run in runs.items() if run["config"]["algo"] == "grpo" and name
+                != parts["grpo"]}
     evidence = SimpleNamespace(runs={"es": es, "grpo": grpo}, frontier=frontier,
                                matched={"updates": []}, plan=SimpleNamespace(k=K, samples=K),
                                rows={"ES vs GRPO, at ES's Pass@1": matched(

@@ -10,7 +10,7 @@ import tokenize
 WIDTH = 100
 OPEN, CLOSE = "([{", ")]}"
 BEFORE = {"and", "or", "if", "else", "for", "+", "-", "*", "/", "//", "%", "|", "&", "==", "!=",
-          "<", ">", "<=", ">=", "in", "not", "is"}
+          "<", ">", "<=", ">="}
 
 
 def tokens_by_line(source):
@@ -37,6 +37,17 @@ def is_subscript(lines, at):
             and (before[-1].isalnum() or before[-1] in ")]_"))
 
 
+def in_for_target(toks, i):
+    """Whether token i stands between a `for` and its `in` at its own bracket depth."""
+    depth = len(toks[i][1])
+    for tok, stack in reversed(toks[:i]):
+        if len(stack) == depth and tok.type == tokenize.NAME and tok.string in ("for", "in"):
+            return tok.string == "for"
+        if len(stack) < depth:
+            return False
+    return False
+
+
 def break_once(line, toks, lineno):
     """One break of `line` (a physical line) into two, or None. toks: (token, stack) on this line,
     where each stack entry is (line, col) of an open bracket."""
@@ -51,10 +62,10 @@ def break_once(line, toks, lineno):
         ok = False
         if (prev is not None and prev.type == tokenize.OP and prev.string == ","
                 and prev.start[0] == lineno):
-            ok, rank = True, 2
+            ok, rank = not in_for_target(toks, i), 2
         elif (tok.string in BEFORE and prev is not None and prev.string not in OPEN + ","
               and col > 0):
-            ok, rank = True, 1
+            ok, rank = True, 3 if tok.string == "for" else 1  # a comprehension's clause: first
         if not ok or col > WIDTH or col < 8:
             continue
         # the continuation's indent: after the innermost open bracket (on this line or above)

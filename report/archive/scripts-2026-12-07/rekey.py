@@ -24,8 +24,8 @@ NOTE = ("re-keyed on 2026-12-07 (issue 63: the analyses' decoding context moved 
 
 def main(old_path, folders):
     old = json.loads(Path(old_path).read_text())
-    new = {name: code_of(getattr(importlib.import_module(module), name)) for name,
-           module in FUNCTIONS.items()}
+    new = {name: code_of(getattr(importlib.import_module(module), name))
+           for name, module in FUNCTIONS.items()}
     for folder in folders:
         for path in sorted(Path(folder, "analyses", "reused").glob("*.json")):
             saved = json.loads(path.read_text())
