@@ -2,8 +2,9 @@
 
 es_grpo.py's Context has a hook for each thing scale/ does otherwise: how completions are decoded
 (`generate`), how work splits over processes (`ranks`), where ES sets its members (`es_weights`),
-how the population is scored (`score_members`), GRPO's step (`grpo_step`), the run folder
-(`folder`), where the problems come from (`problems`) and how an answer is graded (`grade`). `hooks`
+how the population is scored (`score_members`), ES's update (`es_update`), GRPO's step
+(`grpo_step`), the run folder (`folder`), where the problems come from (`problems`) and how an
+answer is graded (`grade`). `hooks`
 builds all of them from the settings; scale.train, eval.py and analyses/, scale.bench and
 scale.gpu_check take theirs from it, so a run, a measurement and a benchmark with the same settings
 decode, score and grade alike.
