@@ -93,32 +93,41 @@ def fresh_tiny():
 
 @pytest.hookimpl(trylast=True)  # after -k and -m have deselected what will not run
 def pytest_collection_modifyitems(session, config, items):
-    """tests/test_scale.py's two-rank launches start now, in the background, and so do the long
-    commands of test_reproduction.py, test_reports.py and test_docs.py (in `later`'s lane), if a
-    test that reads them will run."""
+    """tests/test_scale.py's two-rank launches start now, in the background, and so do the lane's
+    commands (LANE) of the tests that will run; those tests run last, when their commands are done
+    or nearly so."""
     if any({"shared", "faulty_jobs"} & set(getattr(item, "fixturenames", ())) for item in items):
         import test_scale
         test_scale.start_background(config._tmp_path_factory.mktemp("background"))
-    # the lane's jobs, in the order their tests run: last of all
     names = {item.name for item in items}
-    waiting = [item for item in items if item.name in LANE_TESTS]
-    items[:] = [item for item in items if item.name not in LANE_TESTS] + waiting
-    if "test_the_bench_starts_its_children_as_modules" in names:
-        import test_docs
-        test_docs.start_bench_child()
-    if "test_quick_reproduction_report_end_to_end" in names:
-        import test_reproduction
-        test_reproduction.start_quick_reproduction(config._tmp_path_factory.mktemp("quick"))
-    if "test_the_tiny_report_is_what_the_code_makes_of_its_runs" in names:
-        import test_reports
-        test_reports.start_tiny_remake(config._tmp_path_factory.mktemp("tiny"))
+    for test, (module, starter) in LANE.items():
+        if test in names:
+            getattr(importlib.import_module(module), starter)(
+                config._tmp_path_factory.mktemp(starter))
+    waiting = sorted((item for item in items if item.name in LANE),
+                     key=lambda item: list(LANE).index(item.name))
+    items[:] = [item for item in items if item.name not in LANE] + waiting
 
 
-# one background lane for long commands
+# one background lane for commands that need no test's state: (module, the function that starts
+# its command, given a folder of its own) of each test that reads one, in the lane's order. The
+# two-rank launches hold the second core for about the suite's first half; the lane fills it after.
+LANE = {"test_the_bench_starts_its_children_as_modules": ("test_docs", "start_bench_child"),
+        "test_quick_reproduction_report_end_to_end": ("test_reproduction",
+                                                      "start_quick_reproduction"),
+        "test_the_tiny_report_is_what_the_code_makes_of_its_runs": ("test_reports",
+                                                                    "start_tiny_remake"),
+        "test_es_grpo_py_copied_alone_beside_tiny_model_answers_help_and_trains": (
+            "test_cli", "start_standalone_copy"),
+        "test_every_documented_entry_point_starts_as_python_starts_it": (
+            "test_docs", "start_entry_points"),
+        "test_every_exercise_fails_on_the_student_copy_and_passes_on_the_reference": (
+            "test_exercises", "start_student_copy"),
+        "test_check_names_each_failing_test_with_its_assertion_and_the_command_behind_it": (
+            "test_exercises", "start_check"),
+        "test_two_runs_started_at_once_on_one_folder_end_with_one_run_and_one_refusal": (
+            "test_reliability", "start_race")}
 LATER = concurrent.futures.ThreadPoolExecutor(max_workers=1)
-LANE_TESTS = ("test_the_bench_starts_its_children_as_modules",
-              "test_quick_reproduction_report_end_to_end", # read the lane: run at the end
-              "test_the_tiny_report_is_what_the_code_makes_of_its_runs")
 
 
 def later(job) -> concurrent.futures.Future:
@@ -131,15 +140,22 @@ def later(job) -> concurrent.futures.Future:
 STARTED: list = []  # the lane's processes: ended with the session
 
 
-def command(argv: list[str], cwd: Path, logs: Path) -> subprocess.Popen:
-    """`python ARGV` run in cwd on one thread to its end, its output in logs/out.txt and
-    logs/err.txt."""
+def command(argv: list[str], cwd: Path, logs: Path, **env) -> subprocess.Popen:
+    """`python ARGV` run in cwd on one thread to its end (env: variables set or replaced), its
+    output in logs/out.txt and logs/err.txt."""
     with (logs / "out.txt").open("w") as out, (logs / "err.txt").open("w") as err:
         process = subprocess.Popen([sys.executable, *argv], cwd=cwd, stdout=out, stderr=err,
-                                   env={**os.environ, "OMP_NUM_THREADS": "1"})
+                                   env={**os.environ, "OMP_NUM_THREADS": "1", **env})
     STARTED.append(process)
     process.wait()
     return process
+
+
+def ran(process: subprocess.Popen, logs: Path) -> subprocess.CompletedProcess:
+    """A lane's command as subprocess.run would have returned it."""
+    return subprocess.CompletedProcess(process.args, process.returncode,
+                                       (logs / "out.txt").read_text(),
+                                       (logs / "err.txt").read_text())
 
 
 def pytest_sessionfinish(session, exitstatus):

@@ -2,15 +2,16 @@
 itself)."""
 import dataclasses
 import json
-import os
+import shutil
 import sys
+from pathlib import Path
 
 import pytest
 import torch
 
 import es_grpo
-from conftest import (GSM8K, ROOT, SMALL_RUN, TINY_RUN, in_process, run_es_grpo, run_scale,
-                      summary_of)
+from conftest import (GSM8K, ROOT, SMALL_RUN, TINY_RUN, command, in_process, later, ran,
+                      run_es_grpo, run_scale, summary_of)
 
 
 def test_end_to_end_run_writes_summary_metrics_and_loadable_checkpoints(finished_run):
@@ -168,7 +169,6 @@ def test_es_grpo_py_stands_alone_beside_the_tiny_models_data(tmp_path, monkeypat
     by loading a copy of it with those modules made unimportable."""
     import ast
     import importlib.util
-    import shutil
 
     tree = ast.parse((ROOT / "es_grpo.py").read_text())
     imported = {node.module for node in ast.walk(tree) if isinstance(node, ast.ImportFrom)}
@@ -186,22 +186,36 @@ def test_es_grpo_py_stands_alone_beside_the_tiny_models_data(tmp_path, monkeypat
     assert alone.TINY_MODEL == ROOT / "tiny_model" and callable(alone.run)
 
 
+STANDALONE: dict = {}  # the reader's copy's commands, started as the session begins (conftest.py)
+
+
+def start_standalone_copy(root: Path):
+    """es_grpo.py and tiny_model/ copied to a folder of their own; its --help and a run, in
+    conftest.later's lane."""
+    if STANDALONE:
+        return
+    shutil.copy(ROOT / "es_grpo.py", root / "es_grpo.py")
+    shutil.copytree(ROOT / "tiny_model", root / "tiny_model",
+                    ignore=shutil.ignore_patterns("__pycache__"))
+
+    def started():
+        done = []
+        for name, argv in (("help", ["--help"]), ("run", [*TINY_RUN, "--out", "run"])):
+            (logs := root / f"logs-{name}").mkdir()
+            done.append(ran(command(["es_grpo.py", *argv], root, logs, PYTHONPATH=""), logs))
+        return done
+    STANDALONE.update(root=root, done=later(started))
+
+
 def test_es_grpo_py_copied_alone_beside_tiny_model_answers_help_and_trains(tmp_path):
     """A reader's copy: es_grpo.py and tiny_model/ in a folder of their own, nothing else of the
     project on the path: --help, and a 2-update GRPO->ES run that prints its table."""
-    import shutil
-    import subprocess
-    shutil.copy(ROOT / "es_grpo.py", tmp_path / "es_grpo.py")
-    shutil.copytree(ROOT / "tiny_model", tmp_path / "tiny_model",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    env = {**os.environ, "PYTHONPATH": ""}
-    helped = subprocess.run([sys.executable, "es_grpo.py", "--help"], cwd=tmp_path, env=env,
-                            capture_output=True, text=True, timeout=120)
+    start_standalone_copy(tmp_path)  # if the session did not start it
+    helped, trained = STANDALONE["done"].result()
     assert helped.returncode == 0 and "--es-population" in helped.stdout, helped.stderr[-1000:]
-    ran = subprocess.run([sys.executable, "es_grpo.py", *TINY_RUN, "--out", "run"], cwd=tmp_path,
-                         env=env, capture_output=True, text=True, timeout=300)
-    assert ran.returncode == 0, ran.stderr[-2000:]
-    assert "| es |" in ran.stdout + ran.stderr and (tmp_path / "run" / "summary.json").exists()
+    assert trained.returncode == 0, trained.stderr[-2000:]
+    assert ("| es |" in trained.stdout + trained.stderr
+            and (STANDALONE["root"] / "run" / "summary.json").exists())
 
 
 @pytest.mark.filterwarnings("ignore:'scale.train' found in sys.modules")  # other tests imported it

@@ -7,19 +7,17 @@ import ast
 import importlib
 import io
 import json
-import os
 import re
 import subprocess
 import sys
 import tokenize
-from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from types import SimpleNamespace
 
 import pytest
 
 import es_grpo
-from conftest import ROOT, in_process, later
+from conftest import ROOT, command, in_process, later, ran
 
 DOCS = ("README.md", "scale/README.md", "tests/EXERCISES.md", "report/NOTES.md",
         "docs/real-model.md", "docs/reproduction.md")
@@ -104,35 +102,52 @@ def test_the_docs_give_commands_and_each_has_a_check():
                        "tiny_model/pretrain.py"}, scripts
 
 
+ENTRY_POINTS: dict = {}  # their launches, started as the session begins (conftest.py)
+
+
+def entry_points() -> list[tuple[str, ...]]:
+    return sorted({entry_point(c) for _, c in documented_commands()} - {None})
+
+
+def start_entry_points(root: Path):
+    """Every documented entry point that starts a process: the scripts, modules and python -c in
+    one fresh interpreter, then each torchrun, run in conftest.later's lane."""
+    if ENTRY_POINTS:
+        return
+    entries = entry_points()
+    subcommands = [e for e in entries if len(e) == 3 and e[1] == "eval.py"]
+    runnable = {e for e in entries if e[0] != "torchrun" and e not in subcommands
+                and not (e[0] == "-c" and "load_dataset" in e[1])}
+    if subcommands:
+        runnable.add(("script", "eval.py"))
+    argvs = [fast_form(entry, root) for entry in sorted(runnable)]
+    launches = [["-c", ONE_INTERPRETER, json.dumps(argvs)]]
+    launches += [fast_form(e, root) for e in entries if e[0] == "torchrun"]
+
+    def started():
+        done = []
+        for number, argv in enumerate(launches):
+            (logs := root / f"launch{number}").mkdir()
+            done.append(ran(command(argv, ROOT, logs, PYTHONPATH=""), logs))
+        return done
+    ENTRY_POINTS.update(argvs=argvs, done=later(started))
+
+
 def test_every_documented_entry_point_starts_as_python_starts_it(tmp_path):
     """Each distinct script, module and python -c, as the interpreter starts it (runpy; sys.path[0]
     the script's folder, the working folder for -m, '' for -c), one after another in one fresh
-    interpreter whose project modules are imported anew for each; torchrun beside it in its own. A
+    interpreter whose project modules are imported anew for each; each torchrun in its own. A
     script's subcommands (eval.py drift, ...) answer --help in this process, after the script itself
     started. A python -c that needs the hub (`datasets`) is compiled, not run. One interpreter, not
-    one each: each paid its torch and transformers imports (45 s of CI's 4 minutes for 13 of
-    them)."""
-    entries = sorted({entry_point(c) for _, c in documented_commands()} - {None})
-    hub = [e for e in entries if e[0] == "-c" and "load_dataset" in e[1]]
-    for entry in hub:
+    one each: each paid its torch and transformers imports."""
+    start_entry_points(tmp_path)  # if the session did not start them
+    entries = entry_points()
+    for entry in [e for e in entries if e[0] == "-c" and "load_dataset" in e[1]]:
         compile(entry[1], "<docs>", "exec")
-    subcommands = [e for e in entries if len(e) == 3 and e[1] == "eval.py"]
-    for _, _, name in subcommands:
+    for _, _, name in [e for e in entries if len(e) == 3 and e[1] == "eval.py"]:
         eval_script = importlib.import_module("eval")
         assert in_process(eval_script.main, name, "--help").returncode == 0, name
-    runnable = {e for e in entries if e not in hub and e not in subcommands and e[0] != "torchrun"}
-    if any(e[1] == "eval.py" for e in subcommands):
-        runnable.add(("script", "eval.py"))
-    argvs = [fast_form(entry, tmp_path) for entry in sorted(runnable)]
-    launches = [[sys.executable, "-c", ONE_INTERPRETER, json.dumps(argvs)]]
-    launches += [[sys.executable, *fast_form(e, tmp_path)] for e in entries if e[0] == "torchrun"]
-
-    def started(command):
-        return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=180,
-                              env={**os.environ, "PYTHONPATH": ""})
-
-    with ThreadPoolExecutor(2) as pool:
-        shared, *torchruns = pool.map(started, launches)
+    argvs, (shared, *torchruns) = ENTRY_POINTS["argvs"], ENTRY_POINTS["done"].result()
     assert shared.returncode == 0, shared.stderr[-2000:]
     exits = json.loads(shared.stdout.splitlines()[-1])
     broken = [f"{' '.join(argv)}: exit {code}: {error[-300:]}"
@@ -187,8 +202,8 @@ def test_every_documented_run_gives_flags_that_parse(monkeypatch):
     from scale import config, train
     monkeypatch.setattr(sys, "argv", ["scale.train"])
     checked = 0
-    for doc, command in documented_commands():
-        flags = flags_of(command)
+    for doc, shown in documented_commands():
+        flags = flags_of(shown)
         if flags is None or "--help" in flags:
             continue
         # its folder's config would be read: only what comes beside it is parsed
@@ -197,12 +212,12 @@ def test_every_documented_run_gives_flags_that_parse(monkeypatch):
             flags = flags[:at] + flags[at + 1 + (at + 1 < len(flags)
                                                  and not flags[at + 1].startswith("--")):]
         parse = es_grpo.parse_args
-        if "scale.train" in command:
+        if "scale.train" in shown:
             parser = es_grpo.dataclass_parser(train.ScaleArgs, "scale.train", allow_abbrev=False)
             _, flags = parser.parse_known_args(flags)
             parse = config.parse_args
         result = in_process(lambda argv: parse(argv), *flags)
-        assert result.returncode == 0, f"{doc}: {command}\n{result.stderr}"
+        assert result.returncode == 0, f"{doc}: {shown}\n{result.stderr}"
         checked += 1
     assert checked >= 10
 
@@ -210,7 +225,7 @@ def test_every_documented_run_gives_flags_that_parse(monkeypatch):
 BENCH: dict = {}  # the bench's child, started as the session begins (conftest.py)
 
 
-def start_bench_child():
+def start_bench_child(root=None):
     """scale.bench's smallest memory child, run in conftest.later's lane: it measures peak memory,
     not speed."""
     if not BENCH:

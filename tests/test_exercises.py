@@ -1,13 +1,11 @@
 """The course exercises (tests/exercises.py, tests/EXERCISES.md): the student copy still runs, each
 exercise's tests fail on its holes, and the same tests pass on the reference."""
-import os
-import subprocess
-import sys
+from pathlib import Path
 
 import exercises
 from exercises import CONTROLS, EXERCISES
 
-from conftest import ROOT
+from conftest import ROOT, command, later, ran
 
 
 def test_a_hole_keeps_the_contract_and_only_the_chosen_functions_change():
@@ -26,12 +24,30 @@ def test_a_hole_keeps_the_contract_and_only_the_chosen_functions_change():
             == sum(len(e.functions) for e in EXERCISES))
 
 
+STUDENT: dict = {}  # the student copy's tests and --help, started as the session begins
+
+
+def start_student_copy(root: Path):
+    """Every hole made in a copy; each exercise's tests and the controls run on it, and its --help,
+    in conftest.later's lane."""
+    if STUDENT:
+        return
+    copy = exercises.make(root / "student", list(EXERCISES))
+    tests = [test for e in EXERCISES for test in e.tests]
+
+    def started():
+        outcomes = exercises.run_tests(copy, [*tests, *CONTROLS])
+        (logs := root / "logs").mkdir()
+        return outcomes, ran(command(["es_grpo.py", "--help"], copy.parent, logs, PYTHONPATH=""),
+                             logs)
+    STUDENT.update(tests=tests, done=later(started))
+
+
 def test_every_exercise_fails_on_the_student_copy_and_passes_on_the_reference(tmp_path, request):
     """Every hole made: each exercise's tests fail, each named with the hole's message; the rest of
     the copy runs (the controls), and `python es_grpo.py` runs from the copy's folder on its own."""
-    copy = exercises.make(tmp_path / "student", list(EXERCISES))
-    tests = [test for e in EXERCISES for test in e.tests]
-    outcomes = exercises.run_tests(copy, [*tests, *CONTROLS])
+    start_student_copy(tmp_path)  # if the session did not start it
+    tests, (outcomes, alone) = STUDENT["tests"], STUDENT["done"].result()
     for exercise in EXERCISES:
         results = exercises.per_exercise(outcomes, exercise)
         assert results and all(o.startswith("failed: ")
@@ -40,9 +56,6 @@ def test_every_exercise_fails_on_the_student_copy_and_passes_on_the_reference(tm
                    for _, o in results), (exercise.title, results)
     # the copy runs all but its holes
     assert all(outcomes[control] == ["passed"] for control in CONTROLS)
-    alone = subprocess.run([sys.executable, "es_grpo.py", "--help"], cwd=copy.parent,
-                           capture_output=True,
-                           text=True, timeout=120, env={**os.environ, "PYTHONPATH": ""})
     assert alone.returncode == 0, alone.stderr[-1000:]
     collected = {item.nodeid.split("[")[0] for item in request.session.items}
     if not all(any(node == test or node.startswith(test + "::") for node in collected) for test
@@ -54,13 +67,25 @@ def test_every_exercise_fails_on_the_student_copy_and_passes_on_the_reference(tm
     # fail
 
 
-def test_check_names_each_failing_test_with_its_assertion_and_the_command_behind_it(
-        tmp_path, capsys):
+CHECKED: dict = {}  # `tests/exercises.py check` on one hole, started as the session begins
+
+
+def start_check(root: Path):
+    """`python tests/exercises.py check` on a copy with exercise 1's hole, in conftest.later's
+    lane."""
+    if not CHECKED:
+        copy = exercises.make(root / "student", [EXERCISES[0]])
+        argv = [str(ROOT / "tests" / "exercises.py"), "check", str(copy), "--only", "1"]
+        CHECKED.update(copy=copy, done=later(lambda: ran(command(argv, ROOT, root), root)))
+
+
+def test_check_names_each_failing_test_with_its_assertion_and_the_command_behind_it(tmp_path):
     """One exercise's hole: `check` prints the exercise's score, each failing test's id with its
-    assertion's first line, and the pytest command that shows the rest."""
-    copy = exercises.make(tmp_path / "student", [EXERCISES[0]])
-    assert not exercises.check(copy, [EXERCISES[0]])
-    said = capsys.readouterr().out.splitlines()
+    assertion's first line, and the pytest command that shows the rest; it exits 1."""
+    start_check(tmp_path)  # if the session did not start it
+    checked, copy = CHECKED["done"].result(), CHECKED["copy"]
+    assert checked.returncode == 1, checked.stderr[-2000:]
+    said = checked.stdout.splitlines()
     assert (said[0].startswith("exercise 1 (the unbiased Pass@k estimator): 0/")
             and said[0].endswith("not yet"))
     failing = [line for line in said if line.startswith("  tests/test_pass_at_k.py::")]

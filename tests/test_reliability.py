@@ -2,20 +2,21 @@
 scale.train); the reference's own folder (es_grpo.RunFolder) and --overwrite; determinism;
 degenerate signals."""
 import json
-import os
 import shutil
 import signal
 import subprocess
 import sys
 import threading
 import time
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
 
 import pytest
 import torch
 from safetensors.torch import load_file
 
 import es_grpo
-from conftest import ROOT, SMALL_RUN, run_es_grpo, run_scale, summary_of
+from conftest import ROOT, SMALL_RUN, command, later, ran, run_es_grpo, run_scale, summary_of
 from scale.runs import hold
 
 RUN = ["--steps", "6", "--es-population", "4", "--es-prompts", "4", "--grpo-prompts", "2",
@@ -128,24 +129,41 @@ def test_resume_before_the_first_checkpoint_starts_over_cleanly(reference, tmp_p
                for a, b in zip(final_weights(out).values(), final_weights(reference).values()))
 
 
+RACE: dict = {}  # the two runs started at once, started as the session begins (conftest.py)
+
+
+def start_race(root: Path):
+    """Two `python -m scale.train` runs with one --out started together, in conftest.later's
+    lane."""
+    if RACE:
+        return
+    out, argv = root / "race" / "run", ["-m", "scale.train", *RUN, "--steps", "2"]
+    out.parent.mkdir()
+
+    def started():
+        logs = [root / f"logs{number}" for number in range(2)]
+        with ThreadPoolExecutor(2) as pool:
+            runs = list(pool.map(lambda log: (log.mkdir(), command([*argv, "--out", str(out)],
+                                                                   ROOT, log))[1], logs))
+        return [ran(run, log) for run, log in zip(runs, logs)]
+    RACE.update(out=out, done=later(started))
+
+
 def test_two_runs_started_at_once_on_one_folder_end_with_one_run_and_one_refusal(tmp_path):
     """The folder appears whole (made aside, then renamed into place) and its lock is held for the
     run's life: of two runs started together with the same --out, one finishes and the other is
     refused in one line with exit 2, whichever step of the race it reached; the finished run's files
     are its own."""
-    out, command = tmp_path / "run", [sys.executable, "-m", "scale.train", *RUN, "--steps", "2"]
-    runs = [subprocess.Popen([*command, "--out", str(out)], cwd=ROOT, stdout=subprocess.PIPE,
-                             stderr=subprocess.PIPE,
-                             text=True,
-                             env={**os.environ, "OMP_NUM_THREADS": "1"}) for _ in range(2)]
-    results = sorted((run.wait(timeout=300), run.stderr.read()) for run in runs)
+    start_race(tmp_path)  # if the session did not start it
+    out = RACE["out"]
+    results = sorted((run.returncode, run.stderr) for run in RACE["done"].result())
     assert [code for code, _ in results] == [0, 2], results[1][1][-2000:]
     refusal = results[1][1].strip().splitlines()
     assert len(refusal) == 1 and refusal[0].startswith("error: ") and str(out) in refusal[0]
     assert [json.loads(line)["update"] for line
             in (out / "metrics.jsonl").read_text().splitlines()] == [1, 2]
     assert json.loads((out / "summary.json").read_text())["stages"][-1]["name"] == "es"
-    assert not [path for path in tmp_path.iterdir() if path.name != "run"]  # no staging folder left
+    assert not [path for path in out.parent.iterdir() if path.name != "run"]  # no staging left
 
 
 def test_a_run_folder_a_live_process_holds_is_refused_and_left_untouched(reference, tmp_path):
