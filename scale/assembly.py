@@ -22,6 +22,7 @@ from scale.es_noise import NOISES, DrawnOnce, NoiseTable, OnceUpdate
 from scale.grpo import grpo_step
 from scale.population import MODES, PopulationScorer
 from scale.runs import ResumableFolder
+from scale.tracking import TRACKERS, TrackedFolder
 
 ROLLOUTS = ("hf", "vllm", "plain")
 
@@ -60,6 +61,9 @@ class ScaleArgs:
     check_every: int = flag(1, "updates between checks that all ranks hold identical weights (0: "
                                "at stage ends)")
     dist_timeout: int = flag(600, "seconds a rank waits for the others before it gives up")
+    report_to: str = flag("none", "also log each update's metrics and each evaluation to this "
+                                  "tracker as the run goes (scale/tracking.py; its package: "
+                                  "scale/requirements-trackers.txt)", TRACKERS)
 
 
 def hooks(args: Args, scale: ScaleArgs | None = None, engine=None, launcher=None) -> dict:
@@ -71,7 +75,7 @@ def hooks(args: Args, scale: ScaleArgs | None = None, engine=None, launcher=None
     in_engine_es = engine is not None and args.algo == "es"  # the trainer's model: only saved
     made = dict(generate=rollout_hook(args, scale, engine), **es_hooks(args, scale, engine),
                 grpo_step=grpo_step, problems=evaluation_sets, grade=verifier.grade,
-                folder=ResumableFolder(scale.resume, scale.save_every, scale.base_from))
+                folder=run_folder(scale))
     if engine is not None:  # ES's members: the engine's weights, in any stage
         made["es_weights"] = engine.es_weights
     if launcher is not None:
@@ -79,6 +83,14 @@ def hooks(args: Args, scale: ScaleArgs | None = None, engine=None, launcher=None
                                  config=vars(scale), engine=engine,
                                  model_device="cpu" if in_engine_es else None)
     return made
+
+
+def run_folder(scale: ScaleArgs) -> ResumableFolder:
+    """The run folder: checkpoints, --resume, a lock, and with --report-to a tracker beside it."""
+    folder = (scale.resume, scale.save_every, scale.base_from)
+    if scale.report_to == "none":
+        return ResumableFolder(*folder)
+    return TrackedFolder(scale.report_to, *folder)
 
 
 def es_hooks(args: Args, scale: ScaleArgs, engine) -> dict:

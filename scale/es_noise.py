@@ -175,6 +175,7 @@ class OnceUpdate:
 
     def __init__(self, source=noise):
         self.source, self.seconds = source, Counter()
+        self.step_norm: float | None = None  # the last update's ||alpha / N sum_n z_n eps_n||
 
     @torch.no_grad()
     def __call__(self, params, master, seeds: list[int], z: torch.Tensor, alpha: float, drawn):
@@ -187,18 +188,26 @@ class OnceUpdate:
         if coefficients is None:
             return self.redrawn(params, master, seeds, z, alpha, None if summed else drawn)
         a, b = coefficients
+        squares = 0.0
         for base, weighted, plain in zip(master, drawn.weighted, drawn.plain):
             step = weighted.mul_(a).add_(plain, alpha=b)
             base.add_(step.to(base.device), alpha=alpha / len(seeds))
+            squares += float(step.square().sum())
+        self.step_norm = alpha / len(seeds) * squares ** 0.5
         es_grpo.set_weights(params, master)
 
     def redrawn(self, params, master, seeds, z, alpha, drawn):
-        if self.source is noise:  # es_grpo.py's own update, bit for bit
-            return es_grpo.es_update(params, master, seeds, z, alpha, drawn)
+        """es_grpo.es_update's arithmetic, in its order (with es_grpo.noise, bit for bit), from
+        this source, measuring the step's norm."""
+        squares = 0.0
         for index, (param, base) in enumerate(zip(params, master)):
             step = torch.zeros(param.shape, dtype=torch.float32, device=param.device)
             for seed, weight in zip(seeds, z.tolist()):
                 if weight:
-                    step.add_(self.source(seed, index, param), alpha=weight)
+                    eps = (drawn or {}).pop((seed, index), None)
+                    step.add_(self.source(seed, index, param) if eps is None else eps,
+                              alpha=weight)
             base.add_(step.to(base.device), alpha=alpha / len(seeds))
+            squares += float(step.square().sum())
+        self.step_norm = alpha / len(seeds) * squares ** 0.5
         es_grpo.set_weights(params, master)

@@ -183,7 +183,8 @@ class ResumableFolder(RunFolder):
 # often it is
 # checkpointed or checked (es_* and grpo_* too: how ES's members are batched, how GRPO is sharded).
 TRAINING_ONLY = {"algo", "steps", "out", "overwrite", "preset", "eval_every", "trajectory_samples",
-                 "resume", "save_every", "check_every", "dist_timeout", "vllm_memory", "base_from"}
+                 "resume", "save_every", "check_every", "dist_timeout", "vllm_memory", "base_from",
+                 "report_to"}
 
 
 def evaluation_settings(settings: dict) -> dict:

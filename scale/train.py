@@ -30,7 +30,7 @@ from transformers import AutoTokenizer
 
 import es_grpo
 from es_grpo import dataclass_parser
-from scale import assembly, memory
+from scale import assembly, memory, tracking
 from scale.assembly import ScaleArgs
 from scale.config import Args, evaluation_sets, own_flags, parse_args, saved_settings
 from scale.decode import cpu_has_bfloat16
@@ -151,6 +151,7 @@ def main(argv=None, launcher=Torchrun):
     config = saved or vars(args)  # the settings this run will actually use
     world = int(os.environ.get("WORLD_SIZE", "1"))
     for bad, message in [
+        (bool(tracking.missing(scale.report_to)), tracking.missing(scale.report_to)),
         (not 0 <= scale.vllm_memory < 1, "--vllm-memory must be in [0, 1) (0: computed)"),
         (scale.es_batched == "on" and config["es_temperature"] > 0,
          "--es-batched on needs --es-temperature 0"),
