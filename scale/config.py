@@ -11,7 +11,15 @@ from pathlib import Path
 
 import es_grpo
 from es_grpo import BadInput, dataclass_parser, flag
+from scale import gym
 from tiny_model.tasks import FAMILIES
+
+
+class TaskChoices(tuple):
+    """--task's choices: these names, and any rg:NAME (scale/gym.py: reasoning-gym's tasks)."""
+
+    def __contains__(self, value) -> bool:
+        return super().__contains__(value) or str(value).startswith(gym.PREFIX)
 
 PRESETS = {
     "tiny": {},
@@ -30,8 +38,9 @@ class Args(es_grpo.Args):
     eval_data: str = flag("", "evaluation problems, JSONL (empty: held out from --data)")
     task: str = flag("auto",
                      "task of --data (auto: by its fields); without --data the built-in one (auto: "
-                             "countdown; add, two-digit sums, for chat models)",
-                             (*es_grpo.TASKS, "math"))
+                     "countdown; add, two-digit sums, for chat models), or rg:NAME[:SETTING=VALUE,"
+                     "...], a reasoning-gym task with numeric answers (scale/gym.py)",
+                     TaskChoices((*es_grpo.TASKS, "math", "rg:NAME")))
     preset: str = flag("tiny", "defaults: tiny (CPU, shipped model) or paper", tuple(PRESETS))
     overwrite: bool = flag(False, "replace an existing run folder (one a run made)")
     grpo_epochs: int = flag(1, "optimizer steps per rollout batch", least=1)
@@ -74,25 +83,35 @@ def own_flags() -> list[str]:
 
 def evaluation_sets(args: Args, tokenizer):
     """(train, eval, held-out families): with --data, its problems (the file's last ones evaluated
-    unless --eval-data), else es_grpo.py's built-in tasks; never overlapping."""
-    if not args.data:
+    unless --eval-data); with --task rg:NAME, reasoning-gym's (scale/gym.py); else es_grpo.py's
+    built-in tasks; never overlapping."""
+    if args.task.startswith(gym.PREFIX):
+        if args.data or args.eval_data:
+            raise BadInput(f"--task {args.task} makes its own problems: --data and --eval-data "
+                           "are for files")
+        train, evaluation = gym.splits(args.task, args.seed, args.eval_problems, args.eval_split)
+    elif not args.data:
         if args.task == "math":
             raise BadInput("--task math reads --data: the built-in tasks are "
                            + ", ".join(es_grpo.HELDOUT))
         return es_grpo.evaluation_sets(args, tokenizer)
-    train = load_problems(args.data, args.task)
-    if args.eval_data:
-        evaluation = load_problems(args.eval_data, args.task)
-    else:  # hold out the file's last problems
-        if len(train) < 2:
-            raise BadInput(f"{args.data}: needs 2 problems to hold some out (or --eval-data)")
-        cut = max(1, min(args.eval_problems, len(train) // 5))
-        train, evaluation = train[:-cut], train[-cut:]
+    else:
+        train, evaluation = data_files(args)
     trained = train[0]["task"]
     heldout = {task: es_grpo.evaluation_pool(task, args.eval_split)[:args.heldout_problems]
                for task in FAMILIES  # a chat model is asked any family; the tiny model not math's
                if task != trained and (tokenizer.chat_template is not None or trained != "math")}
     return train, evaluation[:args.eval_problems], heldout
+
+
+def data_files(args: Args) -> tuple[list, list]:
+    train = load_problems(args.data, args.task)
+    if args.eval_data:
+        return train, load_problems(args.eval_data, args.task)
+    if len(train) < 2:  # hold out the file's last problems
+        raise BadInput(f"{args.data}: needs 2 problems to hold some out (or --eval-data)")
+    cut = max(1, min(args.eval_problems, len(train) // 5))
+    return train[:-cut], train[-cut:]
 
 
 def load_problems(path: str, task: str = "auto") -> list[dict]:
