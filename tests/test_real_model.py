@@ -167,6 +167,20 @@ def test_two_grpo_updates_change_the_weights_and_keep_them_finite(real):
     assert changed > 0 and all(torch.isfinite(p).all() for p in policy.parameters())
 
 
+@pytest.mark.skipif(importlib.util.find_spec("reasoning_gym") is None,
+                    reason="reasoning-gym is not installed (scale/requirements-tasks.txt)")
+def test_scale_train_trains_the_real_model_on_a_reasoning_gym_task(tmp_path):
+    """--task rg:chain_sum: reasoning-gym's problems, graded by the project's verifier."""
+    out = tmp_path / "run"
+    flags = [*SMALL[:SMALL.index("--task")], *SMALL[SMALL.index("--task") + 2:]]
+    result = run_scale(*flags, "--task", "rg:chain_sum:max_terms=2,max_digits=2", "--out",
+                       str(out))
+    assert result.returncode == 0, result.stderr[-2000:]
+    summary = json.loads((out / "summary.json").read_text())
+    assert [stage["name"] for stage in summary["stages"]] == ["base", "grpo", "es"]
+    assert json.loads((out / "config.json").read_text())["task"].startswith("rg:chain_sum")
+
+
 def test_the_pilot_measures_the_real_model_on_dev_problems_and_writes_a_plan(tmp_path):
     """`eval.py pilot --quick` (the power plan's command, small): two-digit sums and word problems
     on dev, the seconds of an ES update and a GRPO step, and POWER.md's row for each comparison."""
