@@ -40,7 +40,7 @@ from analyses.reproduction.plan import (REPRODUCE_PARTS, Stopwatch, plan_of, pla
                                         reproduce_parser, train_schedules)
 from analyses.reproduction.report import write_report
 from analyses.reproduction.trajectories import write_trajectories
-from analyses.training import SAVED_ONLY, population_sweep
+from analyses.training import REPORT_TO, SAVED_ONLY, population_sweep
 from analyses.verifier_cases import check_cases
 from analyses.weights import ZEROED, SparsityMasks, drift_analysis, sparsity_analysis
 from scale.config import Args
@@ -183,11 +183,13 @@ def cmd_reproduce(argv):
                 for folder, run_argv, _ in planned_runs(plan)), sep="\n")
         return []
     clock, saving = Stopwatch(), SAVED_ONLY.set(plan.saved_only)
+    tracked = REPORT_TO.set(namespace.report_to)
     with clock("claims: the schedule runs"):
         train_schedules(plan)
     evidence = gather(plan, clock)
     write_report(evidence, claims := judge(evidence), stability(evidence, claims))
     SAVED_ONLY.reset(saving)
+    REPORT_TO.reset(tracked)
     es_grpo.log(f"wrote {plan.out / 'REPORT.md'}")
     return claims
 

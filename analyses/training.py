@@ -24,6 +24,7 @@ from scale.runs import ResumableFolder  # CheckedFolder is a run folder that che
 
 # reproduce --saved-only: train nothing
 SAVED_ONLY = contextvars.ContextVar("saved_only", default=False)
+REPORT_TO = contextvars.ContextVar("report_to", default="none")  # reproduce --report-to's tracker
 
 
 def train_run(out: Path, argv: list[str], base_from: Path | None = None) -> dict:
@@ -41,11 +42,12 @@ def train_run(out: Path, argv: list[str], base_from: Path | None = None) -> dict
     if SAVED_ONLY.get():
         raise BadInput(f"{out}: no finished run with these settings, and --saved-only trains "
                        f"nothing")
+    tracked = {"report_to": REPORT_TO.get()}
     if same and (out / "checkpoint.pt").exists():
-        return es_grpo.run(args, **hooks(args, ScaleArgs(resume=str(out))))
+        return es_grpo.run(args, **hooks(args, ScaleArgs(resume=str(out), **tracked)))
     lent = str(base_from) if base_from and (base_from / "summary.json").exists() else ""
     return es_grpo.run(dataclasses.replace(args, overwrite=True),
-                       **hooks(args, ScaleArgs(base_from=lent)))
+                       **hooks(args, ScaleArgs(base_from=lent, **tracked)))
 
 
 def keeps_settings(folder: Path, args: Args) -> bool:

@@ -22,7 +22,7 @@ from scale.es_noise import NOISES, DrawnOnce, NoiseTable, OnceUpdate
 from scale.grpo import grpo_step
 from scale.population import MODES, PopulationScorer
 from scale.runs import ResumableFolder
-from scale.tracking import TRACKERS, TrackedFolder
+from scale.tracking import TRACKERS, TrackedFolder, missing
 
 ROLLOUTS = ("hf", "vllm", "plain")
 
@@ -86,10 +86,13 @@ def hooks(args: Args, scale: ScaleArgs | None = None, engine=None, launcher=None
 
 
 def run_folder(scale: ScaleArgs) -> ResumableFolder:
-    """The run folder: checkpoints, --resume, a lock, and with --report-to a tracker beside it."""
+    """The run folder: checkpoints, --resume, a lock, and with --report-to a tracker beside it (its
+    package missing: one line, exit 2, before anything starts)."""
     folder = (scale.resume, scale.save_every, scale.base_from)
     if scale.report_to == "none":
         return ResumableFolder(*folder)
+    if missing(scale.report_to):
+        raise es_grpo.BadInput(missing(scale.report_to))
     return TrackedFolder(scale.report_to, *folder)
 
 

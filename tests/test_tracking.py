@@ -10,7 +10,7 @@ import pytest
 
 import es_grpo
 from conftest import TINY_RUN, run_scale
-from scale import tracking
+from scale import assembly, tracking
 
 RUN = [*TINY_RUN, "--steps", "4", "--eval-every", "2", "--trajectory-samples", "4"]
 
@@ -57,7 +57,8 @@ def test_each_metrics_line_and_evaluation_reaches_the_tracker_once(tmp_path, mon
     """Every update once, at its number; the evaluations at the updates they follow; a resumed run
     logs only the updates it takes."""
     monkeypatch.setattr(tracking, "Tracker", Recording)
-    monkeypatch.setattr(tracking, "missing", lambda tracker: None)
+    for module in (tracking, assembly):  # as if its package were installed
+        monkeypatch.setattr(module, "missing", lambda tracker: None)
     out = tmp_path / "run"
     result = run_scale(*RUN, "--report-to", "tensorboard", "--out", str(out))
     assert result.returncode == 0, result.stderr[-2000:]

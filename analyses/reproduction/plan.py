@@ -12,6 +12,7 @@ from pathlib import Path
 import es_grpo
 from analyses.evaluation import evaluation_args
 from analyses.training import PATH_POINTS, eval_every, keeps_settings, train_run
+from scale.assembly import TRACKERS
 from es_grpo import log
 from scale.config import Args, parse_args
 
@@ -156,6 +157,8 @@ def reproduce_parser() -> argparse.ArgumentParser:
                         help="print each run's flags and exit: to launch them with torchrun -m "
                              "scale.train into OUT/runs, where this command then finds and reuses "
                              "them")
+    parser.add_argument("--report-to", default="none", choices=TRACKERS,
+                        help="the tracker each run it trains logs to, as scale.train's flag")
     parser.add_argument("--saved-only", action="store_true",
                         help="REPORT.md from the runs and analyses saved in OUT, nothing trained "
                              "or measured: a run or an analysis not saved as the code makes it: "

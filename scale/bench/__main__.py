@@ -12,6 +12,7 @@
                                               # real-vllm
     python -m scale.bench --parts tasks       # the real model on candidate task families (how its
                                               # task was chosen)
+    python -m scale.bench --parts rg-tasks    # the same on reasoning-gym's (scale/gym.py)
 
 Run it from the repository's root (it starts its children and any re-execution as `-m scale.bench`
 there). Compared commands alternate (A, B, A, B, ...) so that drift in the machine hits both; each
@@ -40,11 +41,11 @@ def main(argv=None):
     parser = argparse.ArgumentParser(prog="python -m scale.bench",
                                      description=__doc__.splitlines()[0])
     parser.add_argument("--repeats", type=int, default=5, help="alternations of each comparison")
-    parser.add_argument("--parts", default=",".join(p for p in PARTS
-                                                    if p not in ("vllm", *REAL, "tasks")),
+    own_installs = ("vllm", *REAL, "tasks", "rg-tasks")
+    parser.add_argument("--parts", default=",".join(p for p in PARTS if p not in own_installs),
                         help=f"which comparisons to run, comma-separated: {', '.join(PARTS)} "
-                             "(default: all but vllm, real and tasks, which need their own "
-                             "installs)")
+                             "(default: all but vllm, real, tasks and rg-tasks, which need "
+                             "their own installs)")
     parser.add_argument("--child", nargs="+", help=argparse.SUPPRESS)
     flags = parser.parse_args(argv)
     if flags.child:

@@ -10,7 +10,7 @@ from scale.bench import engine, grading, noise, real, tasks, tiny
 
 REAL = ("real-rollout", "real-es", "real-grpo", "real-memory", "real-vllm")  # --parts real: all
 PARTS = ("es", "grpo", "eval", "memory", "growth", "profile", "precision", "verifier", "vllm",
-         *REAL, "tasks", "noise")
+         *REAL, "tasks", "rg-tasks", "noise")
 COMPARISONS = {"es": tiny.bench_es, "grpo": tiny.bench_grpo, "eval": tiny.bench_eval,
                "memory": lambda repeats: tiny.bench_memory(), "vllm": engine.bench_vllm,
                "real-rollout": real.bench_real_rollout, "real-es": real.bench_real_es,
@@ -18,7 +18,8 @@ COMPARISONS = {"es": tiny.bench_es, "grpo": tiny.bench_grpo, "eval": tiny.bench_
                "real-vllm": engine.bench_real_engine}  # rows of the comparison table
 TABLES = {"growth": tiny.bench_growth, "profile": tiny.bench_profile,
           "precision": lambda repeats: tiny.bench_precision(), "verifier": grading.bench_verifier,
-          "tasks": tasks.bench_tasks, "noise": noise.bench_noise}  # lines of their own
+          "tasks": tasks.bench_tasks, "rg-tasks": tasks.bench_rg_tasks,
+          "noise": noise.bench_noise}  # lines of their own
 
 
 def measure(part: str, repeats: int) -> list:

@@ -35,17 +35,36 @@ TASK_CANDIDATES = {
     "two-step word problems": two_step_word_problem}
 
 
+# reasoning-gym's tasks (scale/gym.py) with numeric answers, from sums like the built-in task's to
+# GSM8K-style word problems
+RG_CANDIDATES = ("rg:chain_sum:min_terms=2,max_terms=2,min_digits=2,max_digits=2",
+                 "rg:chain_sum:min_terms=3,max_terms=3,min_digits=1,max_digits=2",
+                 "rg:basic_arithmetic:min_terms=2,max_terms=3,max_digits=2",
+                 "rg:gsm_symbolic")
+
+
 def bench_tasks(repeats: int) -> list[str]:
     """SmolLM2-135M-Instruct on each candidate task family, as its task was chosen
-    (docs/real-model.md): Pass@1 of 2 samples on each of 100 problems at the evaluation temperature
-    (0.6), up to 256 new tokens, the project's grader and chat prompts, decoded in bfloat16; the
-    share of answers in the right format and their lengths."""
-    model, tokenizer, args, _ = real_setup("bfloat16")
-    run = context(args, model, tokenizer, ScaleArgs(rollout="hf"))  # a run's HF path and grader
+    (docs/real-model.md)."""
     families = {name: [make(random.Random(f"{name}-{i}")) for i in range(100)]
                 for name, make in TASK_CANDIDATES.items()}
     families |= {f"built-in {task}": es_grpo.evaluation_pool(task, "dev")[:100]
                  for task in ("add", "word", "sort", "countdown")}
+    return measure_families(families)
+
+
+def bench_rg_tasks(repeats: int) -> list[str]:
+    """The same on reasoning-gym's tasks: 100 dev problems of each (scale/gym.py's split)."""
+    from scale import gym
+    return measure_families({task: gym.splits(task, 0, 100, "dev")[1] for task in RG_CANDIDATES})
+
+
+def measure_families(families: dict[str, list[dict]]) -> list[str]:
+    """Pass@1 of 2 samples on each of 100 problems at the evaluation temperature (0.6), up to 256
+    new tokens, the project's grader and chat prompts, decoded in bfloat16; the share of answers in
+    the right format and their lengths."""
+    model, tokenizer, args, _ = real_setup("bfloat16")
+    run = context(args, model, tokenizer, ScaleArgs(rollout="hf"))  # a run's HF path and grader
     lines = ["| family (100 problems x 2 samples, T=0.6) | pass@1 | final answer | mean tokens | "
              "95th pct |", "|---|---|---|---|---|"]
     for name, problems in families.items():
