@@ -75,15 +75,16 @@ def eval_values(result: dict, prefix: str = "eval/") -> dict[str, float]:
 class Tracker:
     """One run's tracker: log(values, step), close()."""
 
-    def __init__(self, kind: str, out: Path, config: dict):
+    def __init__(self, kind: str, out: Path, config: dict, resumed: bool = False):
         self.kind = kind
         if kind == "tensorboard":
             from torch.utils.tensorboard import SummaryWriter
             self.writer = SummaryWriter(log_dir=str(out / "tensorboard"))
         elif kind == "trackio":
             import trackio
+            # a resumed run continues its folder's latest run of that name; a new one starts its own
             self.writer = trackio.init(project=PROJECT, name=out.name, config=config,
-                                       resume="allow", embed=False)
+                                       resume="allow" if resumed else "never", embed=False)
         else:
             import wandb
             self.writer = wandb.init(project=PROJECT, name=out.name, dir=str(out), config=config,
@@ -134,7 +135,7 @@ class TrackedFolder(ResumableFolder):
     def started(self, run, results: list):
         if self.tracker is None:
             config = {"report_to": self.report_to, **vars(run.args)}
-            self.tracker = Tracker(self.report_to, Path(run.args.out), config)
+            self.tracker = Tracker(self.report_to, Path(run.args.out), config, bool(self.resume))
             if results and results[0].get("name") == "base":
                 self.tracker.log(eval_values(results[0]), 0)
         return self.tracker

@@ -41,9 +41,9 @@ class Recording:
     """A tracker that keeps what it was given (the folder's logic, without a tracker's package)."""
     logged: dict = {}
 
-    def __init__(self, kind, out, config):
+    def __init__(self, kind, out, config, resumed):
         assert config["report_to"] == kind and config["out"] == str(out)
-        Recording.logged = {}
+        Recording.logged, Recording.resumed = {}, resumed
 
     def log(self, values, step):
         for name, value in values.items():
@@ -82,10 +82,10 @@ def test_each_metrics_line_and_evaluation_reaches_the_tracker_once(tmp_path, mon
     monkeypatch.setattr(es_grpo, "es_step", es_step)
     with pytest.raises(RuntimeError, match="stopped"):
         run_scale(*RUN, "--save-every", "1", "--report-to", "tensorboard", "--out", str(stopped))
-    assert sorted(Recording.logged["train/reward"]) == [1, 2, 3]
+    assert sorted(Recording.logged["train/reward"]) == [1, 2, 3] and not Recording.resumed
     result = run_scale("--resume", str(stopped))
     assert result.returncode == 0, result.stderr[-2000:]
-    assert sorted(Recording.logged["train/reward"]) == [4]
+    assert sorted(Recording.logged["train/reward"]) == [4] and Recording.resumed
     assert Recording.logged["eval/pass@1"].keys() == {0, 4}  # the base again, and the ES stage
 
 
