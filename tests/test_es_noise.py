@@ -28,15 +28,20 @@ def test_drawn_once_updates_as_es_grpo_does_to_float_rounding(tiny, flags):
     rewards, antithetic pairs (one draw a pair), and --es-null (eps drawn again: bit for bit)."""
     problems = es_grpo.generate_problems("countdown", 8, seed=7)
     args = es_grpo.Args(es_population=8, es_prompts=8, max_new_tokens=8, es_sigma=3e-2, **flags)
+    update = OnceUpdate()
     reference, ours = (one_update(*tiny, args, problems, **hooks) for hooks in
-                       ({}, {"score_members": DrawnOnce(), "es_update": OnceUpdate()}))
+                       ({}, {"score_members": DrawnOnce(), "es_update": update}))
     assert reference[1]["member_rewards"] == ours[1]["member_rewards"]
     assert max(set(reference[1]["member_rewards"])) > min(reference[1]["member_rewards"])
-    moved = max(float((a - b).abs().max()) for a, b in
-                zip(reference[0], es_grpo.master_weights(list(tiny[0].parameters()))))
+    before = es_grpo.master_weights(list(tiny[0].parameters()))
+    moved = max(float((a - b).abs().max()) for a, b in zip(reference[0], before))
     tolerance = dict(rtol=0, atol=0) if flags.get("es_null") else dict(rtol=1e-6, atol=1e-7)
     pairs = zip(reference[0], ours[0])
     assert moved > 0 and all(torch.allclose(a, b, **tolerance) for a, b in pairs)
+    # the norm it reports (a tracker's es/update_norm) is the master's move
+    travelled = sum(float((a.double() - b.double()).square().sum())
+                    for a, b in zip(ours[0], before)) ** 0.5
+    assert update.step_norm == pytest.approx(travelled, rel=1e-3)
 
 
 def test_eps_drawn_on_threads_are_es_grpos_eps():
