@@ -235,7 +235,7 @@ def train_again(folder: Path) -> bool:
         f"config.json")
     before = run_results(folder)
     settings = run_settings(folder)
-    es_grpo.run(settings, **hooks(settings))
+    es_grpo.run(settings, **hooks(settings, ScaleArgs(report_to=REPORT_TO.get())))
     same = run_results(folder) == before
     log(f"reproduce: {folder} trained again: "
         + ("the same evaluations, so the same weights" if same else

@@ -188,23 +188,23 @@ class OnceUpdate:
         if coefficients is None:
             return self.redrawn(params, master, seeds, z, alpha, None if summed else drawn)
         a, b = coefficients
-        squares = []
+        norms = []
         for base, weighted, plain in zip(master, drawn.weighted, drawn.plain):
             step = weighted.mul_(a).add_(plain, alpha=b)
             base.add_(step.to(base.device), alpha=alpha / len(seeds))
-            squares.append(step.square().sum())
-        self.measured(squares, alpha / len(seeds))
+            norms.append(torch.linalg.vector_norm(step))
+        self.measured(norms, alpha / len(seeds))
         es_grpo.set_weights(params, master)
 
-    def measured(self, squares: list[torch.Tensor], scale: float):
-        """The step's norm from its tensors' sums of squares, read once all are queued (on a GPU:
-        one wait, not one a tensor)."""
-        self.step_norm = scale * sum(square.item() for square in squares) ** 0.5
+    def measured(self, norms: list[torch.Tensor], scale: float):
+        """The step's norm from its tensors' (a reduction each, no copy), read once all are queued
+        (on a GPU the first read waits for them all)."""
+        self.step_norm = scale * sum(norm.item() ** 2 for norm in norms) ** 0.5
 
     def redrawn(self, params, master, seeds, z, alpha, drawn):
         """es_grpo.es_update's arithmetic, in its order (with es_grpo.noise, bit for bit), from
         this source, measuring the step's norm."""
-        squares = []
+        norms = []
         for index, (param, base) in enumerate(zip(params, master)):
             step = torch.zeros(param.shape, dtype=torch.float32, device=param.device)
             for seed, weight in zip(seeds, z.tolist()):
@@ -213,6 +213,6 @@ class OnceUpdate:
                     step.add_(self.source(seed, index, param) if eps is None else eps,
                               alpha=weight)
             base.add_(step.to(base.device), alpha=alpha / len(seeds))
-            squares.append(step.square().sum())
-        self.measured(squares, alpha / len(seeds))
+            norms.append(torch.linalg.vector_norm(step))
+        self.measured(norms, alpha / len(seeds))
         es_grpo.set_weights(params, master)

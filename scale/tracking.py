@@ -9,7 +9,7 @@ follows. One process logs (the main rank). Each tracker is an optional package
 
     tensorboard: event files in RUN/tensorboard (tensorboard --logdir RUN/tensorboard)
     trackio:     its local store (TRACKIO_DIR, else ~/.cache/huggingface/trackio), project
-                 es_grpo, the run named after its folder (trackio show --project es_grpo)
+                 es_grpo, the run named after its folder and start (RUN/tracker.json keeps it)
     wandb:       offline unless WANDB_MODE says otherwise, in RUN/wandb (wandb sync to upload)
 """
 from __future__ import annotations
@@ -17,10 +17,11 @@ from __future__ import annotations
 import importlib
 import json
 import os
+import time
 from pathlib import Path
 
 from es_grpo import stages_of
-from scale.runs import ResumableFolder
+from scale.runs import ResumableFolder, atomic_write
 
 TRACKERS = ("none", "tensorboard", "trackio", "wandb")
 INSTALL = "pip install -r scale/requirements-trackers.txt"
@@ -73,22 +74,29 @@ def eval_values(result: dict, prefix: str = "eval/") -> dict[str, float]:
 
 
 class Tracker:
-    """One run's tracker: log(values, step), close()."""
+    """One run's tracker: log(values, step), close(failed). Its name (and wandb's run id) is kept in
+    RUN/tracker.json: --resume continues that tracker run, never another of the same name; a new
+    run, or one made again with --overwrite, starts its own."""
 
     def __init__(self, kind: str, out: Path, config: dict, resumed: bool = False):
+        record = out / "tracker.json"
+        saved = json.loads(record.read_text()) if resumed and record.exists() else {}
+        name = saved.get("name") or f"{out.name}-{time.strftime('%Y%m%d-%H%M%S')}"
         self.kind = kind
         if kind == "tensorboard":
             from torch.utils.tensorboard import SummaryWriter
             self.writer = SummaryWriter(log_dir=str(out / "tensorboard"))
         elif kind == "trackio":
             import trackio
-            # a resumed run continues its folder's latest run of that name; a new one starts its own
-            self.writer = trackio.init(project=PROJECT, name=out.name, config=config,
-                                       resume="allow" if resumed else "never", embed=False)
+            self.writer = trackio.init(project=PROJECT, name=name, config=config,
+                                       resume="allow" if saved else "never", embed=False)
         else:
             import wandb
-            self.writer = wandb.init(project=PROJECT, name=out.name, dir=str(out), config=config,
-                                     mode=os.environ.get("WANDB_MODE", "offline"))
+            self.writer = wandb.init(project=PROJECT, name=name, id=saved.get("id"),
+                                     resume="allow" if saved else None, dir=str(out),
+                                     config=config, mode=os.environ.get("WANDB_MODE", "offline"))
+            saved["id"] = self.writer.id
+        atomic_write(record, lambda tmp: tmp.write_text(json.dumps(saved | {"name": name})))
 
     def log(self, values: dict[str, float], step: int):
         if self.kind == "tensorboard":
@@ -98,27 +106,36 @@ class Tracker:
         else:
             self.writer.log(values, step=step)
 
-    def close(self):
+    def close(self, failed: bool):
         if self.kind == "tensorboard":
             self.writer.close()
-        else:
+        elif self.kind == "trackio":
             self.writer.finish()
+        else:
+            self.writer.finish(exit_code=int(failed))  # a run that raised shows as failed
 
 
 class TrackedFolder(ResumableFolder):
     """ResumableFolder, and each line metrics.jsonl gets and each evaluation, sent to a tracker as
-    the run writes them (the main process only)."""
+    the run writes them (the main process only). A resumed run logs from its first new update (the
+    updates after its checkpoint again: the same values, resume being bit for bit)."""
 
     def __init__(self, report_to: str, *folder: object):
         super().__init__(*folder)
         self.report_to, self.tracker, self.read, self.previous = report_to, None, 0, {}
+        self.base_due, self.stages, self.finished = False, 0, False
 
     def restore(self, run, schedule: list) -> tuple[list, int]:
         """The lines already in metrics.jsonl (a resumed run's, cut back to its checkpoint) are
-        read, not logged again: the tracker starts at the first update this process takes."""
+        read, not logged again; the tracker starts here, before the base evaluation (a tracker that
+        cannot start stops the run before it costs anything)."""
         restored = super().restore(run, schedule)
         for line in self.new_lines(run):
             self.previous[line["stage"]] = line
+        self.base_due, self.stages = not self.previous, len(schedule)  # from its start: the base
+        if run.ranks.is_main:
+            config = {"report_to": self.report_to, **vars(run.args)}
+            self.tracker = Tracker(self.report_to, Path(run.args.out), config, bool(self.resume))
         return restored
 
     def new_lines(self, run) -> list[dict]:
@@ -132,37 +149,32 @@ class TrackedFolder(ResumableFolder):
         self.read += len(complete.encode())
         return [json.loads(line) for line in complete.splitlines() if line.strip()]
 
-    def started(self, run, results: list):
-        if self.tracker is None:
-            config = {"report_to": self.report_to, **vars(run.args)}
-            self.tracker = Tracker(self.report_to, Path(run.args.out), config, bool(self.resume))
-            if results and results[0].get("name") == "base":
-                self.tracker.log(eval_values(results[0]), 0)
-        return self.tracker
-
     def after_update(self, run, stage, results: list):
         super().after_update(run, stage, results)
         if not run.ranks.is_main:
             return
-        tracker = self.started(run, results)
+        if self.base_due:
+            self.tracker.log(eval_values(results[0]), 0)
+            self.base_due = False
         for line in self.new_lines(run):
             values = train_values(line, self.previous.get(line["stage"]), run)
             if isinstance(line.get("eval"), dict):
                 values |= eval_values(line["eval"], "eval/trajectory/")
-            tracker.log(values, line["update"])
+            self.tracker.log(values, line["update"])
             self.previous[line["stage"]] = line
 
     def after_stage(self, run, index: int, results: list):
         super().after_stage(run, index, results)
+        self.finished = index + 1 == self.stages
         if run.ranks.is_main:
             step = sum(updates for _, updates in stages_of(run.args.algo,
                                                            run.args.steps)[:index + 1])
-            self.started(run, results).log(eval_values(results[-1]), step)
+            self.tracker.log(eval_values(results[-1]), step)
 
     def close(self):
         try:
             if self.tracker is not None:
-                self.tracker.close()
+                self.tracker.close(failed=not self.finished)
         finally:
             self.tracker = None
             super().close()

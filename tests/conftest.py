@@ -140,15 +140,28 @@ def later(job) -> concurrent.futures.Future:
 STARTED: list = []  # the lane's processes: ended with the session
 
 
+# the environment as the session began: a lane's command never takes a variable that a test in
+# this process has set for the while (WORLD_SIZE, RANK, ...)
+LANE_ENV = dict(os.environ)
+
+
 def command(argv: list[str], cwd: Path, logs: Path, **env) -> subprocess.Popen:
-    """`python ARGV` run in cwd on one thread to its end (env: variables set or replaced), its
-    output in logs/out.txt and logs/err.txt."""
+    """`python ARGV` run in cwd on one thread to its end, at most LANE_SECONDS (then killed: exit
+    -9), with LANE_ENV (env: variables set or replaced), its output in logs/out.txt and
+    logs/err.txt."""
     with (logs / "out.txt").open("w") as out, (logs / "err.txt").open("w") as err:
         process = subprocess.Popen([sys.executable, *argv], cwd=cwd, stdout=out, stderr=err,
-                                   env={**os.environ, "OMP_NUM_THREADS": "1", **env})
+                                   env={**LANE_ENV, "OMP_NUM_THREADS": "1", **env})
     STARTED.append(process)
-    process.wait()
+    try:
+        process.wait(timeout=LANE_SECONDS)
+    except subprocess.TimeoutExpired:
+        process.kill()
+        process.wait()
     return process
+
+
+LANE_SECONDS = 600
 
 
 def ran(process: subprocess.Popen, logs: Path) -> subprocess.CompletedProcess:

@@ -122,13 +122,15 @@ def pytest_command(copy: Path | None, node_ids: list[str]) -> list[str]:
     return [sys.executable, "-m", "pytest", "-q", "-p", "no:cacheprovider", *node_ids]
 
 
-def run_tests(copy: Path | None, node_ids: list[str]) -> dict[str, list[str]]:
+def run_tests(copy: Path | None, node_ids: list[str],
+              environ: dict | None = None) -> dict[str, list[str]]:
     """{node id without parameters: outcomes ("passed", "failed", "skipped"; a failure as "failed:
     the assertion's first line")} of the tests, run in a fresh interpreter on `copy` as es_grpo
-    (None: the reference)."""
+    (None: the reference), in `environ` (None: this process's environment)."""
     with tempfile.TemporaryDirectory() as folder:
         report = Path(folder) / "junit.xml"
-        env = {name: value for name, value in os.environ.items() if name != "ES_GRPO_FILE"}
+        env = {name: value for name, value in (environ or os.environ).items()
+               if name != "ES_GRPO_FILE"}
         if copy is not None:
             env["ES_GRPO_FILE"] = str(Path(copy).resolve())
         result = subprocess.run([*pytest_command(copy, node_ids), f"--junitxml={report}"],

@@ -194,11 +194,11 @@ def start_standalone_copy(root: Path):
     conftest.later's lane."""
     if STANDALONE:
         return
-    shutil.copy(ROOT / "es_grpo.py", root / "es_grpo.py")
-    shutil.copytree(ROOT / "tiny_model", root / "tiny_model",
-                    ignore=shutil.ignore_patterns("__pycache__"))
 
     def started():
+        shutil.copy(ROOT / "es_grpo.py", root / "es_grpo.py")
+        shutil.copytree(ROOT / "tiny_model", root / "tiny_model",
+                        ignore=shutil.ignore_patterns("__pycache__"))
         done = []
         for name, argv in (("help", ["--help"]), ("run", [*TINY_RUN, "--out", "run"])):
             (logs := root / f"logs-{name}").mkdir()

@@ -111,26 +111,27 @@ def entry_points() -> list[tuple[str, ...]]:
 
 def start_entry_points(root: Path):
     """Every documented entry point that starts a process: the scripts, modules and python -c in
-    one fresh interpreter, then each torchrun, run in conftest.later's lane."""
+    one fresh interpreter, then each torchrun, run in conftest.later's lane: (their argvs, how each
+    launch ended)."""
     if ENTRY_POINTS:
         return
-    entries = entry_points()
-    subcommands = [e for e in entries if len(e) == 3 and e[1] == "eval.py"]
-    runnable = {e for e in entries if e[0] != "torchrun" and e not in subcommands
-                and not (e[0] == "-c" and "load_dataset" in e[1])}
-    if subcommands:
-        runnable.add(("script", "eval.py"))
-    argvs = [fast_form(entry, root) for entry in sorted(runnable)]
-    launches = [["-c", ONE_INTERPRETER, json.dumps(argvs)]]
-    launches += [fast_form(e, root) for e in entries if e[0] == "torchrun"]
 
     def started():
+        entries = entry_points()
+        subcommands = [e for e in entries if len(e) == 3 and e[1] == "eval.py"]
+        runnable = {e for e in entries if e[0] != "torchrun" and e not in subcommands
+                    and not (e[0] == "-c" and "load_dataset" in e[1])}
+        if subcommands:
+            runnable.add(("script", "eval.py"))
+        argvs = [fast_form(entry, root) for entry in sorted(runnable)]
+        launches = [["-c", ONE_INTERPRETER, json.dumps(argvs)]]
+        launches += [fast_form(e, root) for e in entries if e[0] == "torchrun"]
         done = []
         for number, argv in enumerate(launches):
             (logs := root / f"launch{number}").mkdir()
             done.append(ran(command(argv, ROOT, logs, PYTHONPATH=""), logs))
-        return done
-    ENTRY_POINTS.update(argvs=argvs, done=later(started))
+        return argvs, done
+    ENTRY_POINTS.update(done=later(started))
 
 
 def test_every_documented_entry_point_starts_as_python_starts_it(tmp_path):
@@ -147,7 +148,7 @@ def test_every_documented_entry_point_starts_as_python_starts_it(tmp_path):
     for _, _, name in [e for e in entries if len(e) == 3 and e[1] == "eval.py"]:
         eval_script = importlib.import_module("eval")
         assert in_process(eval_script.main, name, "--help").returncode == 0, name
-    argvs, (shared, *torchruns) = ENTRY_POINTS["argvs"], ENTRY_POINTS["done"].result()
+    argvs, (shared, *torchruns) = ENTRY_POINTS["done"].result()
     assert shared.returncode == 0, shared.stderr[-2000:]
     exits = json.loads(shared.stdout.splitlines()[-1])
     broken = [f"{' '.join(argv)}: exit {code}: {error[-300:]}"

@@ -5,7 +5,7 @@ from pathlib import Path
 import exercises
 from exercises import CONTROLS, EXERCISES
 
-from conftest import ROOT, command, later, ran
+from conftest import LANE_ENV, ROOT, command, later, ran
 
 
 def test_a_hole_keeps_the_contract_and_only_the_chosen_functions_change():
@@ -32,22 +32,23 @@ def start_student_copy(root: Path):
     in conftest.later's lane."""
     if STUDENT:
         return
-    copy = exercises.make(root / "student", list(EXERCISES))
-    tests = [test for e in EXERCISES for test in e.tests]
 
     def started():
-        outcomes = exercises.run_tests(copy, [*tests, *CONTROLS])
+        copy = exercises.make(root / "student", list(EXERCISES))
+        tests = [test for e in EXERCISES for test in e.tests]
+        outcomes = exercises.run_tests(copy, [*tests, *CONTROLS], LANE_ENV)
         (logs := root / "logs").mkdir()
         return outcomes, ran(command(["es_grpo.py", "--help"], copy.parent, logs, PYTHONPATH=""),
                              logs)
-    STUDENT.update(tests=tests, done=later(started))
+    STUDENT.update(done=later(started))
 
 
 def test_every_exercise_fails_on_the_student_copy_and_passes_on_the_reference(tmp_path, request):
     """Every hole made: each exercise's tests fail, each named with the hole's message; the rest of
     the copy runs (the controls), and `python es_grpo.py` runs from the copy's folder on its own."""
     start_student_copy(tmp_path)  # if the session did not start it
-    tests, (outcomes, alone) = STUDENT["tests"], STUDENT["done"].result()
+    outcomes, alone = STUDENT["done"].result()
+    tests = [test for e in EXERCISES for test in e.tests]
     for exercise in EXERCISES:
         results = exercises.per_exercise(outcomes, exercise)
         assert results and all(o.startswith("failed: ")
@@ -73,17 +74,21 @@ CHECKED: dict = {}  # `tests/exercises.py check` on one hole, started as the ses
 def start_check(root: Path):
     """`python tests/exercises.py check` on a copy with exercise 1's hole, in conftest.later's
     lane."""
-    if not CHECKED:
+    if CHECKED:
+        return
+
+    def started():
         copy = exercises.make(root / "student", [EXERCISES[0]])
         argv = [str(ROOT / "tests" / "exercises.py"), "check", str(copy), "--only", "1"]
-        CHECKED.update(copy=copy, done=later(lambda: ran(command(argv, ROOT, root), root)))
+        return copy, ran(command(argv, ROOT, root), root)
+    CHECKED.update(done=later(started))
 
 
 def test_check_names_each_failing_test_with_its_assertion_and_the_command_behind_it(tmp_path):
     """One exercise's hole: `check` prints the exercise's score, each failing test's id with its
     assertion's first line, and the pytest command that shows the rest; it exits 1."""
     start_check(tmp_path)  # if the session did not start it
-    checked, copy = CHECKED["done"].result(), CHECKED["copy"]
+    copy, checked = CHECKED["done"].result()
     assert checked.returncode == 1, checked.stderr[-2000:]
     said = checked.stdout.splitlines()
     assert (said[0].startswith("exercise 1 (the unbiased Pass@k estimator): 0/")

@@ -38,24 +38,27 @@ def logged_as_written(logged: dict[str, dict[int, float]], out):
 
 
 class Recording:
-    """A tracker that keeps what it was given (the folder's logic, without a tracker's package)."""
+    """A tracker that keeps what it was given (the folder's logic, without a tracker's package):
+    logged, name -> step -> value; sent, every (name, step) in the order logged."""
     logged: dict = {}
 
     def __init__(self, kind, out, config, resumed):
         assert config["report_to"] == kind and config["out"] == str(out)
-        Recording.logged, Recording.resumed = {}, resumed
+        Recording.logged, Recording.sent, Recording.resumed = {}, [], resumed
+        Recording.failed = None
 
     def log(self, values, step):
         for name, value in values.items():
             Recording.logged.setdefault(name, {})[step] = value
+            Recording.sent.append((name, step))
 
-    def close(self):
-        pass
+    def close(self, failed):
+        Recording.failed = failed
 
 
 def test_each_metrics_line_and_evaluation_reaches_the_tracker_once(tmp_path, monkeypatch):
-    """Every update once, at its number; the evaluations at the updates they follow; a resumed run
-    logs only the updates it takes."""
+    """Every update once, at its number; the evaluations at the updates they follow; a run that
+    raises closes its tracker as failed; a resumed run logs only the updates it takes."""
     monkeypatch.setattr(tracking, "Tracker", Recording)
     for module in (tracking, assembly):  # as if its package were installed
         monkeypatch.setattr(module, "missing", lambda tracker: None)
@@ -63,6 +66,7 @@ def test_each_metrics_line_and_evaluation_reaches_the_tracker_once(tmp_path, mon
     result = run_scale(*RUN, "--report-to", "tensorboard", "--out", str(out))
     assert result.returncode == 0, result.stderr[-2000:]
     logged_as_written(Recording.logged, out)
+    assert len(Recording.sent) == len(set(Recording.sent)) and Recording.failed is False
     # the stages' totals, update by update: tokens per completion of each update alone
     lines = lines_of(out)
     assert Recording.logged["train/completions/mean_length"] == pytest.approx({
@@ -83,10 +87,12 @@ def test_each_metrics_line_and_evaluation_reaches_the_tracker_once(tmp_path, mon
     with pytest.raises(RuntimeError, match="stopped"):
         run_scale(*RUN, "--save-every", "1", "--report-to", "tensorboard", "--out", str(stopped))
     assert sorted(Recording.logged["train/reward"]) == [1, 2, 3] and not Recording.resumed
+    assert Recording.failed is True
     result = run_scale("--resume", str(stopped))
     assert result.returncode == 0, result.stderr[-2000:]
     assert sorted(Recording.logged["train/reward"]) == [4] and Recording.resumed
-    assert Recording.logged["eval/pass@1"].keys() == {0, 4}  # the base again, and the ES stage
+    assert Recording.logged["eval/pass@1"].keys() == {4}  # the ES stage's; the base's not again
+    assert len(Recording.sent) == len(set(Recording.sent)) and Recording.failed is False
 
 
 def test_a_missing_trackers_package_is_one_line_and_exit_2(tmp_path, monkeypatch):
@@ -125,7 +131,8 @@ def test_trackios_local_store_holds_the_runs_metrics(tmp_path, monkeypatch):
     assert result.returncode == 0, result.stderr[-2000:]
     from trackio.sqlite_storage import SQLiteStorage
     logged: dict = {}
-    for entry in SQLiteStorage.get_logs(tracking.PROJECT, out.name):
+    name = json.loads((out / "tracker.json").read_text())["name"]  # the folder's and its start
+    for entry in SQLiteStorage.get_logs(tracking.PROJECT, name):
         for name, value in entry.items():
             if name not in ("step", "timestamp") and value is not None:
                 logged.setdefault(name, {})[entry["step"]] = value

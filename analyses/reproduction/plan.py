@@ -158,7 +158,8 @@ def reproduce_parser() -> argparse.ArgumentParser:
                              "scale.train into OUT/runs, where this command then finds and reuses "
                              "them")
     parser.add_argument("--report-to", default="none", choices=TRACKERS,
-                        help="the tracker each run it trains logs to, as scale.train's flag")
+                        help="the tracker each run it trains, or trains again in full, logs to "
+                             "(as scale.train's flag; a run replayed from its rewards: none)")
     parser.add_argument("--saved-only", action="store_true",
                         help="REPORT.md from the runs and analyses saved in OUT, nothing trained "
                              "or measured: a run or an analysis not saved as the code makes it: "
