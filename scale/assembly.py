@@ -88,11 +88,11 @@ def hooks(args: Args, scale: ScaleArgs | None = None, engine=None, launcher=None
 def run_folder(scale: ScaleArgs) -> ResumableFolder:
     """The run folder: checkpoints, --resume, a lock, and with --report-to a tracker beside it (its
     package missing: one line, exit 2, before anything starts)."""
-    folder = (scale.resume, scale.save_every, scale.base_from)
+    folder, refused = (scale.resume, scale.save_every, scale.base_from), missing(scale.report_to)
+    if refused:
+        raise es_grpo.BadInput(refused)
     if scale.report_to == "none":
         return ResumableFolder(*folder)
-    if missing(scale.report_to):
-        raise es_grpo.BadInput(missing(scale.report_to))
     return TrackedFolder(scale.report_to, *folder)
 
 

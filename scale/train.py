@@ -150,8 +150,9 @@ def main(argv=None, launcher=Torchrun):
     args = parse_args(rest, "scale.train")
     config = saved or vars(args)  # the settings this run will actually use
     world = int(os.environ.get("WORLD_SIZE", "1"))
+    untracked = tracking.missing(scale.report_to)  # before an engine starts: the assembly's check
     for bad, message in [
-        (bool(tracking.missing(scale.report_to)), tracking.missing(scale.report_to)),
+        (bool(untracked), untracked),
         (not 0 <= scale.vllm_memory < 1, "--vllm-memory must be in [0, 1) (0: computed)"),
         (scale.es_batched == "on" and config["es_temperature"] > 0,
          "--es-batched on needs --es-temperature 0"),

@@ -143,6 +143,7 @@ STARTED: list = []  # the lane's processes: ended with the session
 # the environment as the session began: a lane's command never takes a variable that a test in
 # this process has set for the while (WORLD_SIZE, RANK, ...)
 LANE_ENV = dict(os.environ)
+LANE_SECONDS = 600  # a lane's command that runs longer is killed
 
 
 def command(argv: list[str], cwd: Path, logs: Path, **env) -> subprocess.Popen:
@@ -151,7 +152,7 @@ def command(argv: list[str], cwd: Path, logs: Path, **env) -> subprocess.Popen:
     logs/err.txt."""
     with (logs / "out.txt").open("w") as out, (logs / "err.txt").open("w") as err:
         process = subprocess.Popen([sys.executable, *argv], cwd=cwd, stdout=out, stderr=err,
-                                   env={**LANE_ENV, "OMP_NUM_THREADS": "1", **env})
+                                   env={**LANE_ENV, **env})  # LANE_ENV: one thread
     STARTED.append(process)
     try:
         process.wait(timeout=LANE_SECONDS)
@@ -160,8 +161,6 @@ def command(argv: list[str], cwd: Path, logs: Path, **env) -> subprocess.Popen:
         process.wait()
     return process
 
-
-LANE_SECONDS = 600
 
 
 def ran(process: subprocess.Popen, logs: Path) -> subprocess.CompletedProcess:
