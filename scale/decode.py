@@ -8,7 +8,11 @@ Where a decode step of a 135M model went (report/NOTES.md, "Real-size speed"), a
 - the prompt's pass computed logits over the 49k-token vocabulary at every prompt position; here at
   the last one only (logits_to_keep).
 - SDPA's CPU kernel has a large fixed cost a call at one query token; here two grouped matmuls
-  (decode_attention).
+  (scale/decode_step.py's decode_attention).
+- transformers' forward of one new token makes several hundred small operations a layer and a
+  product for each projection; for Llama-family models a new token takes scale/decode_step.py's
+  step instead (the same numbers), with the query-key-value and gate-up projections each one packed
+  product (PackedLinears.joined).
 - every row ran its whole prompt: here identical prompts run once (GRPO's groups, evaluation's
   samples), and the prefix all prompts share (a chat template's system turn) once (PromptLayout).
 - float32 weights: FastRollout(dtype) decodes a copy in that dtype, refreshed whenever the model's
@@ -32,11 +36,12 @@ from types import SimpleNamespace
 import torch
 from transformers import AttentionInterface, DynamicCache
 from transformers.cache_utils import DynamicLayer
-from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.masking_utils import AttentionMaskInterface, sdpa_mask
 
 from es_grpo import Rollout, Sampling, cache_argument, eos_ids, rollout
+from scale import decode_step
 from scale.chunks import chunked_rollout
+from scale.decode_step import decode_attention
 
 ATTENTION = "es_grpo_decode"  # the attention implementation a rollout here runs with
 # the cache drops its ended rows once at most this share of them is still decoding
@@ -46,10 +51,11 @@ KEEP_SHARE = 0.75
 class FastRollout:
     """es_grpo.rollout's contract (run()'s generate hook), in chunks of sampling.batch_size rows as
     scale/chunks.py cuts them, decoded as this module says. dtype: the weights' precision while
-    decoding ("model": the model's own)."""
+    decoding ("model": the model's own); stepped: new tokens through scale/decode_step.py where it
+    fits the model (False: the model's forward, as scale.bench compares them)."""
 
-    def __init__(self, dtype: str = "model"):
-        self.dtype = dtype
+    def __init__(self, dtype: str = "model", stepped: bool = True):
+        self.dtype, self.stepped = dtype, stepped
         self.copies = {}  # id(model) -> (its copy in dtype, the weights' versions it was made from)
         self.packs = PackedLinears()
 
@@ -57,8 +63,9 @@ class FastRollout:
                  first_row: int = 0, total_rows: int | None = None) -> Rollout:
         decoder = self.in_dtype(model)
         with self.packs.linears(decoder, min(len(prompts), sampling.batch_size)):
+            step = partial(decode_step.step, joined=self.packs.joined) if self.stepped else None
             return chunked_rollout(decoder, tokenizer, prompts, sampling, first_row, total_rows,
-                                   decode=partial(fast_rollout, share=True))
+                                   decode=partial(fast_rollout, share=True, step=step))
 
     def as_is(self, model, tokenizer, prompts, sampling=Sampling(), first_row=0, total_rows=None):
         """The model exactly as it is (its dtype, layers patched by scale/population.py), every row
@@ -96,7 +103,10 @@ class PackedLinears:
     rollouts."""
 
     def __init__(self):
-        self.packed = {}  # id(layer) -> (the weight's version, its pack)
+        # id(layer) -> (the weight's version, its pack); (id(module), names) -> (the weights'
+        # versions, their joined product)
+        self.packed = {}
+        self.active, self.rows = set(), 0  # the packed layers of the rollout under way
 
     @contextlib.contextmanager
     def linears(self, model, rows: int):
@@ -110,8 +120,10 @@ class PackedLinears:
         try:
             for layer in layers:
                 layer.forward = partial(packed_linear, self.pack(layer, rows), layer.bias)
+            self.active, self.rows = {id(layer) for layer in layers}, rows
             yield
         finally:
+            self.active = set()
             for layer in layers:
                 vars(layer).pop("forward", None)  # the class's forward again
 
@@ -122,6 +134,26 @@ class PackedLinears:
             packed = torch.ops.mkldnn._reorder_linear_weight(layer.weight.detach(), rows)
             self.packed[id(layer)] = (version, packed)
         return packed
+
+
+    def joined(self, module, names: tuple[str, ...]):
+        """module's named Linear layers as one packed product, x -> their outputs side by side (one
+        pass over their weights), where each is packed for the rollout under way and their biases
+        alike; else None. Made again when one of their weights changes."""
+        layers = [getattr(module, name) for name in names]
+        if not all(id(layer) in self.active for layer in layers) or len(
+                {layer.bias is None for layer in layers}) > 1:
+            return None
+        version = [(layer.weight.data_ptr(), layer.weight._version) for layer in layers]
+        seen, product = self.packed.get((id(module), names), (None, None))
+        if seen != version:
+            weight = torch.cat([layer.weight.detach() for layer in layers])
+            bias = None if layers[0].bias is None else torch.cat(
+                [layer.bias.detach() for layer in layers])
+            product = partial(packed_linear,
+                              torch.ops.mkldnn._reorder_linear_weight(weight, self.rows), bias)
+            self.packed[(id(module), names)] = (version, product)
+        return product
 
 
 def cpu_has_bfloat16() -> bool:
@@ -136,14 +168,16 @@ def packed_linear(packed: torch.Tensor, bias, x: torch.Tensor) -> torch.Tensor:
 
 
 def fast_rollout(model, tokenizer, prompts, sampling=Sampling(), first_row=0, total_rows=None,
-                 share=True) -> Rollout:
+                 share=True, step=None) -> Rollout:
     """es_grpo.rollout itself, handed a ReservedDecoder in the model's place. Shared (a model whose
-    rows are alike) ended rows leave the batch; the population's row blocks (share=False) must
-    stay."""
+    rows are alike) ended rows leave the batch and new tokens take `step` (scale/decode_step.py)
+    where it fits the model; the population's row blocks (share=False) must stay and run their
+    patched layers."""
     stops = torch.tensor(eos_ids(model, tokenizer), device=model.device) if share else None
+    decoder = ReservedDecoder(model, sampling.max_new_tokens, share, stops,
+                              step if share and decode_step.fits(model) else None)
     with attention(model, ATTENTION):
-        return rollout(ReservedDecoder(model, sampling.max_new_tokens, share, stops), tokenizer,
-                       prompts, sampling, first_row, total_rows)
+        return rollout(decoder, tokenizer, prompts, sampling, first_row, total_rows)
 
 
 class ReservedLayer(DynamicLayer):
@@ -222,11 +256,13 @@ class ReservedDecoder:
     PromptLayout lays them out, later calls a token a step, into ReservedLayers (the cache
     token_steps passes is left unused); rows keep es_grpo's positions, the mask is the layout's.
     Parameters and configs are the model's. stops: the end ids (None: every row decodes to the end);
-    a row that has fed one gets zero logits, which token_steps masks."""
+    a row that has fed one gets zero logits, which token_steps masks. step: how a new token runs
+    (scale/decode_step.py's step; None: the model's forward)."""
 
-    def __init__(self, model, max_new_tokens: int, share: bool, stops: torch.Tensor | None = None):
-        self.model, self.max_new_tokens, self.share, self.stops = (
-            model, max_new_tokens, share, stops)
+    def __init__(self, model, max_new_tokens: int, share: bool, stops: torch.Tensor | None = None,
+                 step=None):
+        self.model, self.max_new_tokens, self.share, self.stops, self.step = (
+            model, max_new_tokens, share, stops, step)
         self.config, self.generation_config = model.config, model.generation_config
         # rows: (R,) the batch rows the cache holds
         self.cache = self.mask = self.rows = self.ended = None
@@ -243,7 +279,9 @@ class ReservedDecoder:
             return SimpleNamespace(logits=logits[:, None])  # (B, 1, V)
         self.drop_ended(input_ids[:, 0])
         self.mask = torch.cat([self.mask, torch.ones_like(self.mask[:, :1])], 1)  # (R, c + S + t)
-        logits = self.logits(input_ids[self.rows], self.mask, position_ids[self.rows])  # (R, V)
+        inputs, positions = input_ids[self.rows], position_ids[self.rows]
+        logits = (self.step(self.model, inputs, self.mask, positions, self.cache) if self.step
+                  else self.logits(inputs, self.mask, positions))  # (R, V)
         if len(self.rows) < len(input_ids):
             logits = logits.new_zeros(len(input_ids),
                                       logits.shape[-1]).index_copy_(0, self.rows, logits)
@@ -296,23 +334,6 @@ def reserved_cache(model, room: int) -> DynamicCache:
     cache.layers = [ReservedLayer(room) if type(layer) is DynamicLayer else layer
                     for layer in cache.layers]
     return cache
-
-
-def decode_attention(module, query, key, value, attention_mask, dropout=0.0, scaling=None,
-                     **kwargs):
-    """SDPA (transformers' own) for a pass of many query tokens; for one, two grouped matmuls over
-    the cache. query (B, H, q, D); key, value (B, Hkv, L, D); attention_mask (B, 1, q, L) bool or
-    None. Returns (B, q, H, D), as transformers' attention functions do."""
-    batch, heads, length, dim = query.shape
-    if length > 1 or dropout or kwargs.get("softcap") is not None:
-        return sdpa_attention_forward(module, query, key, value, attention_mask, dropout=dropout,
-                                      scaling=scaling, **kwargs)
-    grouped = query.view(batch, key.shape[1], -1, dim)  # (B, Hkv, H / Hkv, D)
-    scores = torch.matmul(grouped, key.transpose(-1, -2)).float() * scaling  # (B, Hkv, G, L)
-    if attention_mask is not None:
-        scores = scores.masked_fill(~attention_mask, float("-inf"))
-    out = torch.matmul(scores.softmax(-1).to(value.dtype), value)  # (B, Hkv, G, D)
-    return out.reshape(batch, heads, 1, dim).transpose(1, 2), None
 
 
 AttentionInterface.register(ATTENTION, decode_attention)

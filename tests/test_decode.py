@@ -8,6 +8,7 @@ import torch
 
 import es_grpo
 from es_grpo import Sampling, rollout
+from scale import decode_step
 from scale.decode import (KEEP_SHARE, FastRollout, PromptLayout, ReservedDecoder, attention,
                           decode_attention)
 
@@ -34,29 +35,25 @@ def test_fast_rollout_decodes_as_es_grpo_rollout(tiny, temperature, copies):
                                    atol=1e-4, rtol=0)
 
 
-def test_ended_rows_leave_the_batch_and_the_others_decode_as_before(tiny):
+def test_ended_rows_leave_the_batch_and_the_others_decode_as_before(tiny, monkeypatch):
     """Rows end at different steps: each step the model runs at least the rows still decoding and at
     most 1 / KEEP_SHARE as many (the cache drops ended rows in batches), and what comes out is
     es_grpo.rollout's."""
     model, tokenizer = tiny
     prompts = prompts_of(tokenizer, "countdown", 40)
     sampling = Sampling(temperature=1.0, max_new_tokens=24, seed=3, batch_size=4096)
-    rows_run = []
-    hook = model.register_forward_pre_hook(lambda module, args,
-                                           kwargs: rows_run.append(kwargs["input_ids"].shape),
-                                           with_kwargs=True)
-    try:
-        ours = FastRollout()(model, tokenizer, prompts, sampling)
-    finally:
-        hook.remove()
+    rows_run, step = [], decode_step.step  # each new token's step (scale/decode_step.py)
+    monkeypatch.setattr(decode_step, "step", lambda model, inputs, *rest, **kwargs: (
+        rows_run.append(inputs.shape), step(model, inputs, *rest, **kwargs))[1])
+    ours = FastRollout()(model, tokenizer, prompts, sampling)
     theirs = rollout(model, tokenizer, prompts, sampling)
     assert ours.texts == theirs.texts and torch.equal(ours.completion_mask, theirs.completion_mask)
     torch.testing.assert_close(ours.logprobs, theirs.logprobs, atol=1e-4, rtol=0)
     lengths, steps = theirs.completion_mask.sum(1), theirs.completion_ids.shape[1]
     # rows yet to end at each later step
     decoding = [int((lengths > step).sum()) for step in range(1, steps)]
-    ran = [shape[0] for shape in rows_run[-(steps - 1):]]
-    assert all(shape[1] == 1 for shape in rows_run[-(steps - 1):])
+    ran = [shape[0] for shape in rows_run]
+    assert len(rows_run) == steps - 1 and all(shape[1] == 1 for shape in rows_run)
     assert all(live <= run <= live / KEEP_SHARE
                for live, run in zip(decoding, ran)), (decoding, ran)
     assert decoding[-1] < len(prompts) and ran[-1] < len(prompts)  # rows did end, and left

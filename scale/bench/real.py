@@ -120,7 +120,39 @@ def bench_real_rollout(repeats: int) -> list[tuple]:
 
 def bench_real_es(repeats: int) -> list[tuple]:
     half, full = real_setup("bfloat16"), real_setup("float32")
-    return real_es(half, full, min(repeats, 2)) + real_es_noise(half, full, min(repeats, 2))
+    return (real_es(half, full, min(repeats, 2)) + real_es_noise(half, full, min(repeats, 2))
+            + member_decode(half, min(repeats, 2)))
+
+
+def member_decode(half, repeats: int) -> list[tuple]:
+    """One ES member's decode (the model perturbed at real_es_noise's sigma; 16 prompts, greedy,
+    <= 48 new tokens, bfloat16, its packs made again first as a member's are), new tokens through
+    scale/decode_step.py's step against the model's forward, beside what holds a step: this CPU's
+    products alone at 16 rows and one read of every weight (ceiling)."""
+    model, tokenizer, args, problems = half
+    prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems[:16]]
+    greedy = dataclasses.replace(args, max_new_tokens=48).sampling("es", 0)
+    stepped, forward = hf_path(args, model, tokenizer), hf_path(args, model, tokenizer)
+    forward.stepped, steps, params = False, [], list(model.parameters())
+    master = es_grpo.master_weights(params)
+    es_grpo.set_weights(params, master, 1, args.es_sigma)
+
+    def member(generate):
+        with torch.no_grad():
+            for p in params:
+                p.add_(0)  # a new version: the packs are made again
+        steps.append(generate(model, tokenizer, prompts, greedy).completion_ids.shape[1])
+    seconds = alternate({"step": lambda: member(stepped), "forward": lambda: member(forward)},
+                        repeats)
+    es_grpo.set_weights(params, master)
+    limit, count = ceiling(model, 16), statistics.median(steps)
+    products, read = 16 / limit["tokens_per_s"], 16 / limit["bandwidth_tokens_per_s"]
+    return [("ES member decode s, new tokens through scale/decode_step.py / through the model's "
+             "forward (16 prompts, greedy, <= 48 new tokens, bfloat16)", seconds["step"],
+             seconds["forward"], "< 1",
+             f"{count:.0f} steps: {seconds['step'] / count * 1e3:.1f} ms a step with the prompts' "
+             f"pass, against the products alone at 16 rows {products * 1e3:.1f} ms "
+             f"({limit['gflops']:.0f} GFLOP/s) and one read of every weight {read * 1e3:.1f} ms")]
 
 
 NOISE_KINDS = {  # row name: (--es-noise, threads that draw; 0: one a core)
