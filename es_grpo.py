@@ -594,12 +594,13 @@ def grpo_step(run: Context, state: GRPOState, problems: list[dict], seed: int) -
 
 # ----------------------------------------------------------------------------- ES
 
-def noise(seed: int, index: int, like: torch.Tensor) -> torch.Tensor:
-    """eps of tensor `index` for the member `seed`: independent per tensor, regenerable; -seed gives
-    -eps. Seeding (exercises 9-11's figures depend on it): torch.randn of like's shape, float32,
-    from a generator on like's device seeded with abs(seed) * 1_000_003 + index."""
+def noise(seed: int, index: int, like: torch.Tensor, out=None) -> torch.Tensor:
+    """eps of tensor `index` for member `seed` (into out, if given): per tensor, regenerable; -seed
+    gives -eps. Seeding (exercises 9-11's figures depend on it): torch.randn of like's shape,
+    float32, from a generator on like's device seeded with abs(seed) * 1_000_003 + index."""
     generator = torch.Generator(device=like.device).manual_seed(abs(seed) * 1_000_003 + index)
-    eps = torch.randn(like.shape, generator=generator, device=like.device, dtype=torch.float32)
+    eps = torch.randn(like.shape, generator=generator, device=like.device, dtype=torch.float32,
+                      out=out)
     return eps.neg_() if seed < 0 else eps
 
 def master_weights(params: list[torch.Tensor]) -> list[torch.Tensor]:  # what ES perturbs and moves
@@ -608,8 +609,7 @@ def master_weights(params: list[torch.Tensor]) -> list[torch.Tensor]:  # what ES
 @torch.no_grad()
 def set_weights(params: list[torch.Tensor], master: list[torch.Tensor], seed: int | None = None,
                 sigma: float = 0.0):
-    """theta <- master (+ sigma * eps_seed): perturbs in place, and restores bit-exactly with
-    seed=None."""
+    """theta <- master (+ sigma * eps_seed) in place; seed=None restores it bit-exactly."""
     for index, (param, base) in enumerate(zip(params, master)):
         if seed is None:
             param.copy_(base)

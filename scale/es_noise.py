@@ -72,21 +72,26 @@ class NoiseTable:
     def offset(self, seed: int, index: int, count: int) -> int:
         return random.Random(abs(seed) * 1_000_003 + index).randrange(len(self.table) - count + 1)
 
-    def __call__(self, seed: int, index: int, like: torch.Tensor) -> torch.Tensor:
-        """es_grpo.noise's contract: eps of like's shape, float32, on like's device."""
+    def __call__(self, seed: int, index: int, like: torch.Tensor, out=None) -> torch.Tensor:
+        """es_grpo.noise's contract: eps of like's shape, float32, on like's device (into out, if
+        given)."""
         if self.table is None or like.numel() * 4 > len(self.table):
             raise RuntimeError("NoiseTable: make(params) before the first eps")
         start = self.offset(seed, index, like.numel())
-        eps = self.table[start:start + like.numel()].view(like.shape).to(like.device, copy=True)
+        part = self.table[start:start + like.numel()].view(like.shape)
+        eps = part.to(like.device, copy=True) if out is None else out.copy_(part)
         return eps.neg_() if seed < 0 else eps
 
 
-def draw_all(source, seed: int, params: list[torch.Tensor], workers: int = 0) -> list[torch.Tensor]:
+def draw_all(source, seed: int, params: list[torch.Tensor], workers: int = 0,
+             into: list[torch.Tensor] | None = None) -> list[torch.Tensor]:
     """Every tensor's eps for member `seed`, each from source(seed, index, param), on a pool of
     `workers` threads (0: one a core; torch's generators release the GIL, one generator is one
-    core)."""
+    core); into: float32 tensors like params to draw into (None: new ones)."""
+    def draw(i: int) -> torch.Tensor:
+        return source(seed, i, params[i], out=None if into is None else into[i])
     with ThreadPoolExecutor(workers or threads()) as pool:
-        return list(pool.map(lambda i: source(seed, i, params[i]), range(len(params))))
+        return list(pool.map(draw, range(len(params))))
 
 
 @dataclass
@@ -106,6 +111,10 @@ class DrawnOnce:
     def __init__(self, source=noise, workers: int = 0):
         """workers: threads that draw and sum eps (0: one a core); seconds: by phase, summed."""
         self.source, self.workers, self.seconds = source, workers, Counter()
+        # eps and sigma * eps, the model's size each, drawn into and computed in again by every
+        # member: fresh memory the size of a model is slow to fill (report/NOTES.md, "Real-size
+        # speed")
+        self.eps = self.scaled = None
 
     def __call__(self, run: Context, state: ESState, problems: list[dict], seeds: list[int],
                  seed: int) -> tuple[dict, Accumulated]:
@@ -115,13 +124,14 @@ class DrawnOnce:
         prompts = [prompt_text(p, run.tokenizer) for p in problems]
         weighted = [torch.zeros_like(m) for m in state.master]
         plain = [torch.zeros_like(m) for m in state.master]
+        self.buffers(params)
         eps = None
         for member, member_seed in enumerate(seeds):
             mirror = eps is not None and member_seed == -seeds[member - 1]  # antithetic: -eps
             with timing(self.seconds, "noise"):
                 eps = [e.neg_() for e in eps] if mirror else draw_all(
-                    self.source, member_seed, params, self.workers)
-                perturb(params, state.master, eps, run.args.es_sigma, self.workers)
+                    self.source, member_seed, params, self.workers, self.eps)
+                perturb(params, state.master, eps, run.args.es_sigma, self.workers, self.scaled)
             with timing(self.seconds, "decode"):
                 roll = run.generate(run.model, run.tokenizer, prompts,
                                     run.args.sampling("es", seed))
@@ -133,15 +143,23 @@ class DrawnOnce:
         es_grpo.set_weights(params, state.master)
         return scores, Accumulated(scores["reward"].float(), weighted, plain)
 
+    def buffers(self, params: list[torch.Tensor]):
+        """self.eps and self.scaled: float32 tensors like params, made at the first update."""
+        if self.eps is None or [e.shape for e in self.eps] != [p.shape for p in params]:
+            self.eps, self.scaled = ([torch.empty(p.shape, dtype=torch.float32, device=p.device)
+                                      for p in params] for _ in range(2))
+
 
 def perturb(params: list[torch.Tensor], master: list[torch.Tensor], eps: list[torch.Tensor],
-            sigma: float, workers: int = 0):
+            sigma: float, workers: int = 0, scaled: list[torch.Tensor] | None = None):
     """params <- master + sigma * eps, as es_grpo.set_weights computes it, each tensor on one of
-    `workers` threads (0: one a core)."""
+    `workers` threads (0: one a core); scaled: where sigma * eps is computed (None: new
+    tensors)."""
     def set_one(i: int):
         with torch.no_grad():
             device = params[i].device
-            params[i].copy_(eps[i].to(device).mul(sigma).add_(master[i].to(device)))
+            moved = torch.mul(eps[i].to(device), sigma, out=None if scaled is None else scaled[i])
+            params[i].copy_(moved.add_(master[i].to(device)))
     with ThreadPoolExecutor(workers or threads()) as pool:
         list(pool.map(set_one, range(len(params))))
 

@@ -45,11 +45,19 @@ def test_drawn_once_updates_as_es_grpo_does_to_float_rounding(tiny, flags):
 
 
 def test_eps_drawn_on_threads_are_es_grpos_eps():
+    """On threads, new or into the same buffers member after member (as DrawnOnce draws them),
+    from es_grpo.noise and from a table: the eps each source gives alone."""
     params = [torch.zeros(300, 7), torch.zeros(5), torch.zeros(2, 3, 4)]
-    for seed in (11, -11):
-        drawn = draw_all(es_grpo.noise, seed, params)
-        assert all(torch.equal(e, es_grpo.noise(seed, i, p))
-                   for i, (e, p) in enumerate(zip(drawn, params)))
+    table = NoiseTable(seed=3, values=4096)
+    table.make(params)
+    buffers = [torch.full(p.shape, float("nan")) for p in params]
+    for source in (es_grpo.noise, table):
+        for seed in (11, -11, 12):
+            for into in (None, buffers):
+                drawn = draw_all(source, seed, params, into=into)
+                assert all(torch.equal(e, source(seed, i, p))
+                           for i, (e, p) in enumerate(zip(drawn, params)))
+                assert into is None or all(e is b for e, b in zip(drawn, buffers))
 
 
 def test_the_noise_table_is_standard_normal_and_members_are_uncorrelated():
