@@ -9,10 +9,9 @@ Where a decode step of a 135M model went (report/NOTES.md, "Real-size speed"), a
   the last one only (logits_to_keep).
 - SDPA's CPU kernel has a large fixed cost a call at one query token; here two grouped matmuls
   (scale/decode_step.py's decode_attention).
-- transformers' forward of one new token makes several hundred small operations a layer and a
-  product for each projection; for Llama-family models a new token takes scale/decode_step.py's
-  step instead (the same numbers), with the query-key-value and gate-up projections each one packed
-  product (PackedLinears.joined).
+- a new token ran through the model's forward, a product for each projection: for Llama-family
+  models it takes scale/decode_step.py's step instead (the same numbers), the model's own pieces
+  with the query-key-value and gate-up projections each one packed product (PackedLinears.joined).
 - every row ran its whole prompt: here identical prompts run once (GRPO's groups, evaluation's
   samples), and the prefix all prompts share (a chat template's system turn) once (PromptLayout).
 - float32 weights: FastRollout(dtype) decodes a copy in that dtype, refreshed whenever the model's
@@ -134,7 +133,6 @@ class PackedLinears:
             packed = torch.ops.mkldnn._reorder_linear_weight(layer.weight.detach(), rows)
             self.packed[id(layer)] = (version, packed)
         return packed
-
 
     def joined(self, module, names: tuple[str, ...]):
         """module's named Linear layers as one packed product, x -> their outputs side by side (one
