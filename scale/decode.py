@@ -10,8 +10,9 @@ Where a decode step of a 135M model went (report/NOTES.md, "Real-size speed"), a
 - SDPA's CPU kernel has a large fixed cost a call at one query token; here two grouped matmuls
   (scale/decode_step.py's decode_attention).
 - a new token ran through the model's forward, a product for each projection: for Llama-family
-  models it takes scale/decode_step.py's step instead (the same numbers), the model's own pieces
-  with the query-key-value and gate-up projections each one packed product (PackedLinears.joined).
+  models it takes scale/decode_step.py's step instead (the forward's numbers, bit for bit on the
+  models tested), the model's own pieces with the query-key-value and gate-up projections each one
+  packed product (PackedLinears.joined).
 - every row ran its whole prompt: here identical prompts run once (GRPO's groups, evaluation's
   samples), and the prefix all prompts share (a chat template's system turn) once (PromptLayout).
 - float32 weights: FastRollout(dtype) decodes a copy in that dtype, refreshed whenever the model's
@@ -82,15 +83,15 @@ class FastRollout:
         if not self.decodes_a_copy(model):
             return model
         dtype, params = getattr(torch, self.dtype), list(model.parameters())
-        versions = [(p.data_ptr(), p._version) for p in params]
+        now = versions(params)
         copied, seen = self.copies.get(id(model), (None, None))
         if copied is None:
             copied = copy.deepcopy(model).to(dtype).eval().requires_grad_(False)
-        if seen != versions:
+        if seen != now:
             with torch.no_grad():
                 for mine, theirs in zip(copied.parameters(), params):
                     mine.copy_(theirs)
-        self.copies = {id(model): (copied, versions)}  # one model's copy at a time
+        self.copies = {id(model): (copied, now)}  # one model's copy at a time
         return copied
 
 
@@ -127,7 +128,7 @@ class PackedLinears:
                 vars(layer).pop("forward", None)  # the class's forward again
 
     def pack(self, layer, rows: int) -> torch.Tensor:
-        version = (layer.weight.data_ptr(), layer.weight._version)
+        version = versions([layer.weight])
         seen, packed = self.packed.get(id(layer), (None, None))
         if seen != version:
             packed = torch.ops.mkldnn._reorder_linear_weight(layer.weight.detach(), rows)
@@ -142,7 +143,8 @@ class PackedLinears:
         if not all(id(layer) in self.active for layer in layers) or len(
                 {layer.bias is None for layer in layers}) > 1:
             return None
-        version = [(layer.weight.data_ptr(), layer.weight._version) for layer in layers]
+        version = versions([p for layer in layers for p in (layer.weight, layer.bias)
+                            if p is not None])
         seen, product = self.packed.get((id(module), names), (None, None))
         if seen != version:
             weight = torch.cat([layer.weight.detach() for layer in layers])
@@ -152,6 +154,12 @@ class PackedLinears:
                               torch.ops.mkldnn._reorder_linear_weight(weight, self.rows), bias)
             self.packed[(id(module), names)] = (version, product)
         return product
+
+
+def versions(tensors) -> list[tuple[int, int]]:
+    """Where each tensor lies and how often it was changed in place (torch counts each in-place
+    change): what a copy or a pack made from them is checked against."""
+    return [(tensor.data_ptr(), tensor._version) for tensor in tensors]
 
 
 def cpu_has_bfloat16() -> bool:

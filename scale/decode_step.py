@@ -12,21 +12,22 @@ the forward's, bit for bit on the models tested (tests/test_decode_step.py).
 from __future__ import annotations
 
 import torch
+from transformers import LlamaForCausalLM, Qwen2ForCausalLM
 from transformers.integrations.sdpa_attention import sdpa_attention_forward
 from transformers.models.llama.modeling_llama import apply_rotary_pos_emb
 
 # models whose decoder layers are Llama's (norm, attention with rotary embedding, gated MLP);
-# projections may have biases
-KINDS = ("LlamaForCausalLM", "Qwen2ForCausalLM")
+# projections may have biases. Exactly these classes: a subclass may compute otherwise.
+KINDS = (LlamaForCausalLM, Qwen2ForCausalLM)
 
 
 def fits(model) -> bool:
-    """Whether step() computes model's forward: a Llama-family model on a CPU, full attention in
-    every layer."""
+    """Whether step() computes model's forward: a Llama-family model wholly on a CPU, full attention
+    in every layer."""
     config = model.config
-    return (type(model).__name__ in KINDS and not getattr(config, "use_sliding_window", False)
+    return (type(model) in KINDS and not getattr(config, "use_sliding_window", False)
             and all(kind == "full_attention" for kind in getattr(config, "layer_types", None) or [])
-            and next(model.parameters()).device.type == "cpu")
+            and all(p.device.type == "cpu" for p in model.parameters()))
 
 
 @torch.no_grad()

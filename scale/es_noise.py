@@ -72,7 +72,8 @@ class NoiseTable:
     def offset(self, seed: int, index: int, count: int) -> int:
         return random.Random(abs(seed) * 1_000_003 + index).randrange(len(self.table) - count + 1)
 
-    def __call__(self, seed: int, index: int, like: torch.Tensor, out=None) -> torch.Tensor:
+    def __call__(self, seed: int, index: int, like: torch.Tensor,
+                 out: torch.Tensor | None = None) -> torch.Tensor:
         """es_grpo.noise's contract: eps of like's shape, float32, on like's device (into out, if
         given)."""
         if self.table is None or like.numel() * 4 > len(self.table):
@@ -145,7 +146,8 @@ class DrawnOnce:
 
     def buffers(self, params: list[torch.Tensor]):
         """self.eps and self.scaled: float32 tensors like params, made at the first update."""
-        if self.eps is None or [e.shape for e in self.eps] != [p.shape for p in params]:
+        where = lambda tensors: [(t.shape, t.device) for t in tensors]
+        if self.eps is None or where(self.eps) != where(params):
             self.eps, self.scaled = ([torch.empty(p.shape, dtype=torch.float32, device=p.device)
                                       for p in params] for _ in range(2))
 

@@ -53,17 +53,48 @@ def test_the_step_decodes_a_qwen2_with_biases_as_its_forward(tiny, monkeypatch):
     """A randomly made Qwen2 (biases on the query, key and value projections), float32: bit for
     bit."""
     _, tokenizer = tiny
-    torch.manual_seed(0)
-    config = Qwen2Config(vocab_size=len(tokenizer), hidden_size=64, intermediate_size=96,
-                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
-                         max_position_embeddings=128, tie_word_embeddings=False,
-                         pad_token_id=tokenizer.pad_token_id, eos_token_id=tokenizer.eos_token_id)
-    model = Qwen2ForCausalLM(config).eval()
+    model = random_qwen2(len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
     assert model.model.layers[0].self_attn.q_proj.bias is not None and decode_step.fits(model)
     sampling = Sampling(temperature=1.0, max_new_tokens=8, seed=1, batch_size=4096)
     stepped, forward, steps, _ = both_ways(monkeypatch, model, tokenizer, sampling)
     assert steps == stepped.completion_ids.shape[1] - 1
     assert_same(stepped, forward, 0.0)
+
+
+def random_qwen2(vocab: int, pad_id: int, end_id: int):
+    """A small Qwen2, weights drawn from seed 0: biases on its query, key and value projections."""
+    torch.manual_seed(0)
+    config = Qwen2Config(vocab_size=vocab, hidden_size=64, intermediate_size=96,
+                         num_hidden_layers=2, num_attention_heads=4, num_key_value_heads=2,
+                         max_position_embeddings=128, tie_word_embeddings=False,
+                         pad_token_id=pad_id, eos_token_id=end_id)
+    return Qwen2ForCausalLM(config).eval()
+
+
+@pytest.mark.skipif(not cpu_has_bfloat16(), reason="joined products are made where this CPU packs "
+                                                   "bfloat16")
+def test_joined_products_follow_changed_weights_and_biases(tiny, monkeypatch):
+    """A bfloat16 Qwen2 decoded by one FastRollout, as ES members are: after only a bias changes in
+    place, then every weight, the step's joined products are made again and it decodes as the
+    forward does, bit for bit."""
+    _, tokenizer = tiny
+    model = random_qwen2(len(tokenizer), tokenizer.pad_token_id,
+                         tokenizer.eos_token_id).to(torch.bfloat16)
+    problems = es_grpo.generate_problems("countdown", 16, seed=4)
+    prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems]
+    sampling = Sampling(temperature=1.0, max_new_tokens=8, seed=2, batch_size=4096)
+    fast, decoded = FastRollout(), []
+    changes = [lambda: None,
+               lambda: model.model.layers[0].self_attn.k_proj.bias.add_(1.0),
+               lambda: [p.add_(torch.randn_like(p) * 0.02) for p in model.parameters()]]
+    for change in changes:
+        with torch.no_grad():
+            change()
+        stepped = fast(model, tokenizer, prompts, sampling)
+        assert_same(stepped, FastRollout(stepped=False)(model, tokenizer, prompts, sampling), 0.0)
+        decoded.append(stepped.logprobs)
+    assert not torch.equal(decoded[0], decoded[1]) and not torch.equal(decoded[1], decoded[2])
+    assert sum(isinstance(key, tuple) for key in fast.packs.packed) == 2 * 2
 
 
 def test_other_models_keep_their_forward(tiny):
