@@ -77,6 +77,17 @@ def finished_run(tmp_path_factory):
                             str(out))
 
 
+@pytest.fixture
+def stepped_rows(monkeypatch) -> list:
+    """The inputs' shape (R, 1) of every new token that takes scale/decode_step.py's step while the
+    test runs, in order."""
+    from scale import decode_step
+    shapes, step = [], decode_step.step
+    monkeypatch.setattr(decode_step, "step", lambda model, inputs, *rest, **kwargs: (
+        shapes.append(inputs.shape), step(model, inputs, *rest, **kwargs))[1])
+    return shapes
+
+
 @pytest.fixture(scope="session")
 def tiny():
     """The shipped tiny model and its tokenizer."""

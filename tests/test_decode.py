@@ -8,7 +8,6 @@ import torch
 
 import es_grpo
 from es_grpo import Sampling, rollout
-from scale import decode_step
 from scale.decode import (KEEP_SHARE, FastRollout, PromptLayout, ReservedDecoder, attention,
                           decode_attention)
 
@@ -35,16 +34,14 @@ def test_fast_rollout_decodes_as_es_grpo_rollout(tiny, temperature, copies):
                                    atol=1e-4, rtol=0)
 
 
-def test_ended_rows_leave_the_batch_and_the_others_decode_as_before(tiny, monkeypatch):
+def test_ended_rows_leave_the_batch_and_the_others_decode_as_before(tiny, stepped_rows):
     """Rows end at different steps: each step the model runs at least the rows still decoding and at
     most 1 / KEEP_SHARE as many (the cache drops ended rows in batches), and what comes out is
     es_grpo.rollout's."""
     model, tokenizer = tiny
     prompts = prompts_of(tokenizer, "countdown", 40)
     sampling = Sampling(temperature=1.0, max_new_tokens=24, seed=3, batch_size=4096)
-    rows_run, step = [], decode_step.step  # each new token's step (scale/decode_step.py)
-    monkeypatch.setattr(decode_step, "step", lambda model, inputs, *rest, **kwargs: (
-        rows_run.append(inputs.shape), step(model, inputs, *rest, **kwargs))[1])
+    rows_run = stepped_rows  # each new token's step (scale/decode_step.py)
     ours = FastRollout()(model, tokenizer, prompts, sampling)
     theirs = rollout(model, tokenizer, prompts, sampling)
     assert ours.texts == theirs.texts and torch.equal(ours.completion_mask, theirs.completion_mask)

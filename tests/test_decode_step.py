@@ -12,18 +12,17 @@ from scale import decode_step
 from scale.decode import FastRollout, cpu_has_bfloat16
 
 
-def both_ways(monkeypatch, model, tokenizer, sampling, dtype="model"):
+def both_ways(stepped_rows, model, tokenizer, sampling, dtype="model"):
     """FastRollout(dtype) with the step, and with the model's forward for every token; the steps
     the first took and the joined products it made."""
     problems = es_grpo.generate_problems("countdown", 24, seed=2)
     prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems]
-    steps, step, fast = [], decode_step.step, FastRollout(dtype)
-    monkeypatch.setattr(decode_step, "step", lambda *args, **kwargs: (
-        steps.append(1), step(*args, **kwargs))[1])
+    fast = FastRollout(dtype)
     stepped = fast(model, tokenizer, prompts, sampling)
+    steps = len(stepped_rows)
     forward = FastRollout(dtype, stepped=False)(model, tokenizer, prompts, sampling)
     joined = [key for key in fast.packs.packed if isinstance(key, tuple)]
-    return stepped, forward, len(steps), len(joined)
+    return stepped, forward, steps, len(joined)
 
 
 def assert_same(stepped, forward, atol: float):
@@ -36,27 +35,27 @@ def assert_same(stepped, forward, atol: float):
 
 @pytest.mark.parametrize("dtype, temperature", [
     ("model", 0.0), ("model", 1.0), ("bfloat16", 0.0), ("bfloat16", 1.0)])
-def test_the_step_decodes_the_tiny_llama_as_its_forward(tiny, monkeypatch, dtype, temperature):
+def test_the_step_decodes_the_tiny_llama_as_its_forward(tiny, stepped_rows, dtype, temperature):
     """Bit for bit: float32, and the bfloat16 copy whose projections are packed and joined where
     this CPU packs bfloat16 (without packs, bfloat16 products are left to within its rounding)."""
     model, tokenizer = tiny
     atol = 1e-2 if dtype == "bfloat16" and not cpu_has_bfloat16() else 0.0
     sampling = Sampling(temperature=temperature, max_new_tokens=10, seed=3, batch_size=4096)
-    stepped, forward, steps, joined = both_ways(monkeypatch, model, tokenizer, sampling, dtype)
+    stepped, forward, steps, joined = both_ways(stepped_rows, model, tokenizer, sampling, dtype)
     assert steps == stepped.completion_ids.shape[1] - 1
     packs = dtype == "bfloat16" and cpu_has_bfloat16()  # query-key-value, gate-up: each layer's
     assert joined == (2 * len(model.model.layers) if packs else 0)
     assert_same(stepped, forward, atol)
 
 
-def test_the_step_decodes_a_qwen2_with_biases_as_its_forward(tiny, monkeypatch):
+def test_the_step_decodes_a_qwen2_with_biases_as_its_forward(tiny, stepped_rows):
     """A randomly made Qwen2 (biases on the query, key and value projections), float32: bit for
     bit."""
     _, tokenizer = tiny
     model = random_qwen2(len(tokenizer), tokenizer.pad_token_id, tokenizer.eos_token_id)
     assert model.model.layers[0].self_attn.q_proj.bias is not None and decode_step.fits(model)
     sampling = Sampling(temperature=1.0, max_new_tokens=8, seed=1, batch_size=4096)
-    stepped, forward, steps, _ = both_ways(monkeypatch, model, tokenizer, sampling)
+    stepped, forward, steps, _ = both_ways(stepped_rows, model, tokenizer, sampling)
     assert steps == stepped.completion_ids.shape[1] - 1
     assert_same(stepped, forward, 0.0)
 
@@ -73,7 +72,7 @@ def random_qwen2(vocab: int, pad_id: int, end_id: int):
 
 @pytest.mark.skipif(not cpu_has_bfloat16(), reason="joined products are made where this CPU packs "
                                                    "bfloat16")
-def test_joined_products_follow_changed_weights_and_biases(tiny, monkeypatch):
+def test_joined_products_follow_changed_weights_and_biases(tiny):
     """A bfloat16 Qwen2 decoded by one FastRollout, as ES members are: after only a bias changes in
     place, then every weight, the step's joined products are made again and it decodes as the
     forward does, bit for bit."""

@@ -96,22 +96,19 @@ def test_the_fast_rollout_decodes_as_es_grpo_rollout_and_bfloat16_mostly_as_floa
     assert same >= 31 and halved >= 16
 
 
-def test_the_decode_step_decodes_smollm2_as_its_forward(real, monkeypatch):
+def test_the_decode_step_decodes_smollm2_as_its_forward(real, stepped_rows):
     """scale/decode_step.py's step against the model's forward for every new token (both on the HF
     path), 32 greedy rows, float32 and a bfloat16 copy (its projections packed and joined where
     this CPU packs bfloat16): the same completions, log-probs and entropy, bit for bit (bfloat16
     without packs: within its rounding)."""
-    from scale import decode_step
     from scale.decode import FastRollout, cpu_has_bfloat16
     model, tokenizer = real
     prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems(32, seed=3)]
-    steps, step = [], decode_step.step
-    monkeypatch.setattr(decode_step, "step", lambda *args, **kwargs: (
-        steps.append(1), step(*args, **kwargs))[1])
     for dtype in ("model", "bfloat16"):
         stepped = FastRollout(dtype)(model, tokenizer, prompts, GREEDY)
-        assert len(steps) == stepped.completion_ids.shape[1] - 1  # the step ran every new token
-        steps.clear()
+        # the step ran every new token
+        assert len(stepped_rows) == stepped.completion_ids.shape[1] - 1
+        stepped_rows.clear()
         forward = FastRollout(dtype, stepped=False)(model, tokenizer, prompts, GREEDY)
         atol = 1e-2 if dtype == "bfloat16" and not cpu_has_bfloat16() else 0.0
         assert stepped.texts == forward.texts
