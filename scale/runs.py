@@ -42,6 +42,19 @@ def atomic_write(path: Path, write):
     os.replace(tmp, path)
 
 
+def refuse_resume(folder: Path, saved: dict):
+    """BadInput, one line naming the folder and what it holds, where scale.train --resume cannot
+    continue it: a finished run (its summary.json written) or one no launcher made (es_grpo.py's:
+    its config.json has no scale.train settings). Nothing in it is touched."""
+    if (folder / "summary.json").exists():
+        raise BadInput(f"--resume {folder}: holds a finished run (summary.json): nothing to "
+                       f"continue; --out elsewhere starts a new one")
+    if not saved.get("scale"):
+        raise BadInput(f"--resume {folder}: holds a run es_grpo.py made (its config.json has "
+                       f"no scale.train settings), which scale.train cannot continue; start it "
+                       f"again with --out elsewhere")
+
+
 def hold(folder: Path):
     """The run folder's lock, held until the process ends (or the file closes); BadInput if a live
     process holds it."""

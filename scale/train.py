@@ -35,6 +35,7 @@ from scale.assembly import ScaleArgs
 from scale.config import Args, evaluation_sets, own_flags, parse_args, saved_settings
 from scale.decode import cpu_has_bfloat16
 from scale.distributed import Torchrun
+from scale.runs import refuse_resume
 # vLLM itself: only when an engine starts
 from scale.vllm_rollout import EngineSettings, VLLMRollout
 
@@ -46,10 +47,13 @@ def saved_config(argv: list[str]) -> dict | None:
     resume.add_argument("--resume", default="")
     folder = resume.parse_known_args(argv)[0].resume
     try:
-        return saved_settings(json.loads((Path(folder)
-                                          / "config.json").read_text())) if folder else None
+        saved = saved_settings(json.loads((Path(folder)
+                                           / "config.json").read_text())) if folder else None
     except (OSError, ValueError):
         return None
+    if saved is not None:
+        refuse_resume(Path(folder), saved)
+    return saved
 
 
 def settings_of(config: dict) -> Args:

@@ -183,9 +183,36 @@ def test_a_run_folder_a_live_process_holds_is_refused_and_left_untouched(referen
     assert {path.name: path.stat().st_mtime_ns for path in held.iterdir()} == before
 
 
-def test_resume_refuses_the_flags_it_would_ignore(reference):
-    result = run_scale("--resume", str(reference), "--steps", "10")
+def test_resume_refuses_the_flags_it_would_ignore(reference, tmp_path):
+    out = tmp_path / "run"
+    shutil.copytree(reference, out)
+    (out / "summary.json").unlink()  # not finished: resumable
+    result = run_scale("--resume", str(out), "--steps", "10")
     assert result.returncode == 2 and "--steps would be ignored" in result.stderr
+
+
+def files_of(folder: Path) -> dict:
+    return {path.name: path.read_bytes() for path in sorted(folder.rglob("*")) if path.is_file()}
+
+
+def test_resume_refuses_a_finished_run_and_an_es_grpo_folder_and_empties_nothing(
+        reference, finished_run, tmp_path):
+    """A finished scale.train run, and a folder es_grpo.py made (finished, then not: its
+    config.json has no launcher settings): one line naming the folder and what it holds, exit 2,
+    every file as it was."""
+    unfinished = tmp_path / "es_grpo-run"
+    shutil.copytree(finished_run[0], unfinished)
+    (unfinished / "summary.json").unlink()
+    for folder, holds in [(reference, "holds a finished run (summary.json)"),
+                          (finished_run[0], "holds a finished run (summary.json)"),
+                          (unfinished, "holds a run es_grpo.py made (its config.json has no "
+                                       "scale.train settings)")]:
+        before = files_of(folder)
+        result = run_scale("--resume", str(folder))
+        assert result.returncode == 2 and result.stdout == "", result.stderr[-2000:]
+        said = result.stderr.splitlines()
+        assert len(said) == 1 and said[0].startswith(f"error: --resume {folder}: {holds}"), said
+        assert files_of(folder) == before
 
 
 def test_base_from_takes_the_base_evaluation_a_fresh_measurement_equals(reference, tmp_path):
