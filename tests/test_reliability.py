@@ -170,6 +170,7 @@ def test_a_run_folder_a_live_process_holds_is_refused_and_left_untouched(referen
     """--resume or --overwrite of a folder whose lock a running process holds: one line, exit 2."""
     held = tmp_path / "held"
     shutil.copytree(reference, held)
+    (held / "summary.json").unlink()  # a live run is unfinished (a finished one: refused as such)
     before = {path.name: path.stat().st_mtime_ns for path in held.iterdir()}
     lock = hold(held)
     try:
