@@ -7,7 +7,7 @@ GRPO->ES schedule.
 
     python es_grpo.py                        # CPU, no network: GRPO then ES on the tiny model
     python es_grpo.py --algo es --steps 100 --seed 1 --out runs/es-s1
-    python -m scale.train --resume runs/es-s1    # the same, resumable and faster (scale/)
+    python -m scale.train --algo es --steps 100 --out runs/es-s1   # the same, resumable, faster
     python es_grpo.py --model models/SmolLM2-135M-Instruct --task add   # from scale/real_model.py
     torchrun --nproc_per_node=8 -m scale.train ...   # many GPUs: these functions, through hooks
 
@@ -808,8 +808,8 @@ class RunFolder:
     def open(self, args: Args, ranks) -> Args:  # before anything is loaded: the args to run
         out = Path(args.out)
         if out.exists() and (not out.is_dir() or any(out.iterdir())):
-            raise BadInput(f"--out {out}: exists; python -m scale.train --resume {out} continues a "
-                           "run, --overwrite replaces one (never a folder that holds no run)")
+            raise BadInput(f"--out {out}: exists; python -m scale.train --resume {out} continues "
+                           "a scale.train run, --overwrite replaces one (not a folder with none)")
         return args
 
     def create(self, args: Args, ranks):  # every input read: the folder, with config.json

@@ -22,7 +22,7 @@ imports):
          report/PREREGISTRATION.json, verdict words), statistics.py (intervals)
       -> scale/, es_grpo.py
 
-Where each claim of the paper (../shared/PAPER.md) is measured and judged (by
+Where each claim of the paper (arXiv 2608.27351) is measured and judged (by
 reproduction/claims.py):
 
     claim                                 measured in  by                             judged by

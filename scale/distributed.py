@@ -123,7 +123,7 @@ class Torchrun(es_grpo.OneProcess):
         held = sum(p.to_local().numel() for p
                    in trainer.parameters()) / sum(p.numel() for p in model.parameters())
         self.log(f"grpo: FSDP over {self.world_size} ranks, this rank holds {held:.0%} of the "
-                 f"trained weights " f"and AdamW states")
+                 f"trained weights and AdamW states")
         return trainer
 
     def after_update(self, params: list, stage: str, update: int, last: bool):
@@ -153,7 +153,7 @@ def load_grpo_state(ranks, state: es_grpo.GRPOState, saved: dict):
     if not any(isinstance(key, str) for key in saved["optimizer"]["state"]):  # keyed by index
         if isinstance(trainer, FSDPModule):
             raise es_grpo.BadInput("--resume: a one-process GRPO checkpoint cannot be resumed "
-                                   "sharded; " "leave out --grpo-fsdp")
+                                   "sharded; leave out --grpo-fsdp")
         optimizer.load_state_dict(saved["optimizer"])
         if reference is not None:
             reference.load_state_dict(saved["reference"])
@@ -198,4 +198,4 @@ def check_same_weights(params: list[torch.Tensor], where: str, world_size: int):
     differ = high != low
     if differ.any():
         raise SystemExit(f"{where}: ranks hold different weights (tensor "
-                         f"{int(differ.nonzero()[0]) // 2} differs " f"first); stopped")
+                         f"{int(differ.nonzero()[0]) // 2} differs first); stopped")

@@ -93,7 +93,7 @@ def row(algo: str, params, seconds: float, sequences: float, tokens: float, devi
     return (f"| {algo} | {sum(p.numel() for p in params) / 1e6:.1f}M "
             f"{str(params[0].dtype).split('.')[-1]} | "
             f"{seconds:.2f} | {sequences / seconds:.0f} | {tokens / seconds:.0f} | "
-            f"{peak_memory_gb(device)} " f"| {extra} |")
+            f"{peak_memory_gb(device)} | {extra} |")
 
 
 def vllm_rows(check: CheckArgs, tokenizer, problems, args, device: str, make_backend) -> list[str]:
@@ -136,7 +136,7 @@ def vllm_rows(check: CheckArgs, tokenizer, problems, args, device: str, make_bac
                     *timed_updates("grpo (vLLM)", step, check.updates, device), device))
     backend.shutdown()
     print(f"vLLM logged {warnings.count} warnings while weights were loaded into the engine "
-          f"({warnings.loads} " "loads; 0 expected: each tensor reaches the engine in its dtype)")
+          f"({warnings.loads} loads; 0 expected: each tensor reaches the engine in its dtype)")
     return rows
 
 
@@ -205,9 +205,9 @@ def main(argv=None, make_backend=None):
         rows += vllm_rows(check, tokenizer, problems, args, device, make_backend)
     name = torch.cuda.get_device_name() if device.startswith("cuda") else "cpu"
     print(f"\n{name}, torch {torch.__version__}, population {check.population}, {check.prompts} "
-          f"prompts, " f"group {check.group}, max {check.max_new_tokens} new tokens\n")
+          f"prompts, group {check.group}, max {check.max_new_tokens} new tokens\n")
     print("| algo | model | s/update | sequences/s | tokens/s | peak memory (GB) | beyond "
-          "generation |\n" "|---|---|---|---|---|---|---|")
+          "generation |\n|---|---|---|---|---|---|---|")
     print("\n".join(rows))
 
 

@@ -149,7 +149,7 @@ def engine_share(trainer_gb: float, engine_min_gb: float, gpu_gb: float,
         raise ValueError(f"--vllm-memory {share:g} leaves {(1 - share) * gpu_gb:.1f} of this GPU's "
                          f"{gpu_gb:.0f} GB "
                          f"to the trainer, which needs {trainer_gb:.1f} GB (+{MARGIN_GB:g}); at "
-                         f"most " f"{(gpu_gb - trainer_gb - MARGIN_GB) / gpu_gb:.2f}")
+                         f"most {(gpu_gb - trainer_gb - MARGIN_GB) / gpu_gb:.2f}")
     return share
 
 
@@ -165,14 +165,14 @@ def cpu_engine_kv(estimate_: dict, dtype: str, max_len: int, trainer_gb: float, 
     kv = kv_gib or max(1, math.ceil(sequence))
     if kv < sequence:
         raise ValueError(f"VLLM_CPU_KVCACHE_SPACE={kv} GiB holds less than one sequence of "
-                         f"{max_len} tokens " f"({sequence:.2f} GiB)")
+                         f"{max_len} tokens ({sequence:.2f} GiB)")
     weights = estimate_["engine_fp32" if dtype == "float32" else "engine_bf16"]
     available = available_ram_gb() if available_gb is None else available_gb
     if ranks * (weights + kv + trainer_gb) > available:
         raise ValueError(f"{ranks} CPU engine(s) of {weights:.1f} GB of weights and {kv} GiB of KV "
                          f"cache, each "
                          f"beside a trainer of {trainer_gb:.1f} GB, need more than the "
-                         f"{available:.1f} GB of RAM " "available")
+                         f"{available:.1f} GB of RAM available")
     return kv
 
 
@@ -202,12 +202,12 @@ def main(argv=None):
     if microbatch < 1:
         parser.error("the micro-batch must be at least 1 row")
     print(f"Computed, not measured; GB = 2^30 bytes, per GPU, 8 ranks, GRPO micro-batch "
-          f"{microbatch} rows " f"(--grpo-microbatch {microbatch})\n")
+          f"{microbatch} rows (--grpo-microbatch {microbatch})\n")
     print("HF rollout:\n")
     print("| model | parameters | ES, bf16 weights | ES, fp32 weights | ES master copy (host RAM, "
           "per rank) "
           "| GRPO, fp32 + AdamW + reference | of which states | of which activations | GRPO with "
-          "--grpo-fsdp " "| of which states |")
+          "--grpo-fsdp | of which states |")
     print("|---|---|---|---|---|---|---|---|---|---|")
     estimates = {name: estimate(Qwen2Config(**fields), microbatch=microbatch)
                  for name, fields in MODELS.items()}
@@ -218,7 +218,7 @@ def main(argv=None):
               f"| {e['grpo_fsdp']:.1f} | {e['grpo_fsdp_states']:.1f} |")
     print("\n--rollout vllm, an 80 GB GPU (74.5 GB of 2^30 bytes), the engine in bf16:\n")
     print("| model | engine weights | ES: trainer on the GPU | ES: engine share | GRPO: trainer | "
-          "GRPO: engine share " "| GRPO --grpo-fsdp: trainer | engine share |")
+          "GRPO: engine share | GRPO --grpo-fsdp: trainer | engine share |")
     print("|---|---|---|---|---|---|---|---|")
     gpu = 80e9 / GB
     for name, e in estimates.items():

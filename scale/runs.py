@@ -217,14 +217,14 @@ def borrowed_base(source: Path, args: Args, launcher: dict) -> dict:
                   torch.load(checkpoint, weights_only=False, mmap=True))["stages"]
     except (OSError, ValueError, RuntimeError, KeyError):
         raise BadInput(f"--base-from {source}: no base evaluation there (a run folder with a "
-                       f"summary or a " "checkpoint)") from None
+                       f"summary or a checkpoint)") from None
     mine, theirs = evaluation_settings(dataclasses.asdict(args)
                                        | launcher), saved | saved.get("scale", {})
     for name, value in mine.items():
         if theirs.get(name, "not recorded") != value:
             raise BadInput(f"--base-from {source}: its --{name.replace('_', '-')} is "
                            f"{theirs.get(name, 'not recorded')!r}, this run's {value!r}, so its "
-                           f"base evaluation " "is not this run's")
+                           f"base evaluation is not this run's")
     return stages[0]
 
 

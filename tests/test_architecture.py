@@ -1,8 +1,10 @@
 """The house's rules, in one place: the repository's layers import one way, no module edits another,
 one assembly makes a run's hooks (scale/assembly.py), es_grpo.py keeps the reference file's limits,
 the analyses package its layers and short functions, and every line of Python is at most 100
-characters."""
+characters, none joining two string literals."""
 import ast
+import io
+import tokenize
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -231,6 +233,22 @@ def test_every_line_of_python_is_at_most_100_characters():
     long = [f"{path.relative_to(ROOT)}:{number}" for path in python_files()
             for number, line in enumerate(path.read_text().splitlines(), 1) if len(line) > WIDTH]
     assert not long, f"{len(long)} lines over {WIDTH} characters, the first: {long[:5]}"
+
+
+def literals_joined_on_one_line(source: str) -> list[int]:
+    """Lines where one string literal ends and the next begins ("a " "b"): a string split to fit a
+    width and joined again, which reads as two. (Python 3.11's tokens: an f-string is one.)"""
+    tokens = [token for token in tokenize.generate_tokens(io.StringIO(source).readline)
+              if token.type not in (tokenize.NL, tokenize.COMMENT)]
+    return [first.start[0] for first, second in zip(tokens, tokens[1:])
+            if first.type == second.type == tokenize.STRING and first.end[0] == second.start[0]]
+
+
+def test_no_string_literal_is_split_and_joined_on_one_line():
+    joined = [f"{path.relative_to(ROOT)}:{line}" for path in python_files()
+              for line in literals_joined_on_one_line(path.read_text())]
+    assert not joined, f"{len(joined)} lines join two literals, the first: {joined[:5]}"
+    assert literals_joined_on_one_line('x = (f"a {1} " "b"\n     "c")\n') == [1]
 
 
 def test_no_module_of_scale_or_analyses_is_over_400_lines():

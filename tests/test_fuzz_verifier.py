@@ -132,5 +132,5 @@ def test_fuzzed_latex_completions(request, monkeypatch):
         assert value in (0.0, 0.1, 1.0), text[:200]
         seen.add(value)
     print(f"\nfuzz: {count} LaTeX completions, worst call {worst:.2f} s, {restarts} calls waited "
-          f"for a new worker, " f"rewards seen {sorted(seen)}")
+          f"for a new worker, rewards seen {sorted(seen)}")
     assert seen >= {0.0, 0.1} and worst < 0.5 + 0.3, f"worst call took {worst:.2f} s"

@@ -85,7 +85,7 @@ def test_python_es_grpo_and_scale_train_on_one_process_end_alike(algo, tmp_path,
     apart = sum(int(((a[k] - b[k]).abs() > 1e-7).sum()) for k
                 in a) / sum(v.numel() for v in a.values())
     print(f"{algo}: the reference and scale.train's weights differ by {difference:.1e} at most, "
-          f"{apart:.1e} of " "them by over 1e-7")
+          f"{apart:.1e} of them by over 1e-7")
     assert difference < 1e-5 and apart < 1e-3  # AdamW enlarges rounding where a gradient is near 0
     rewards = [[line["reward"] for line in map(json.loads,
                                                (tmp_path / name / "metrics.jsonl").open())]

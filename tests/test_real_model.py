@@ -311,7 +311,7 @@ def test_the_gpu_runs_script_in_small_and_the_trajectories_report_on_the_real_mo
     from analyses import training
     from scale.config import parse_args
     small = ("--eval-problems 2 --heldout-problems 1 --samples 32 --es-population 2 --es-prompts 2 "
-             "--grpo-prompts 2 " "--grpo-group 2 --grpo-microbatch 2 --max-new-tokens 8 --steps 2")
+             "--grpo-prompts 2 --grpo-group 2 --grpo-microbatch 2 --max-new-tokens 8 --steps 2")
     env = {**os.environ, "DEVICE": "cpu", "SMALL": small, "RUNS": "es-s0 grpo-s0"}
     done = subprocess.run(["bash", "report/real/h200.sh", FOLDER, str(tmp_path), "900"], cwd=ROOT,
                           env=env, capture_output=True, text=True, timeout=1000)
@@ -345,7 +345,7 @@ def test_the_runs_script_one_at_a_time_lends_the_base_skips_the_finished_and_res
     and ES takes it (--base-from); run again, the finished runs are skipped; a run stopped after its
     last checkpoint is resumed, and ends as it had."""
     small = ("--eval-problems 2 --heldout-problems 1 --samples 32 --es-population 2 --es-prompts 2 "
-             "--grpo-prompts 2 " "--grpo-group 2 --grpo-microbatch 2 --max-new-tokens 8 --steps 2")
+             "--grpo-prompts 2 --grpo-group 2 --grpo-microbatch 2 --max-new-tokens 8 --steps 2")
     env = {**os.environ, "DEVICE": "cpu", "SMALL": small, "RUNS": "es-s0 grpo-s0",
            "ONE_AT_A_TIME": "1", "LAUNCH": "--es-batched off"}
     script = lambda: subprocess.run(["bash", "report/real/h200.sh", FOLDER, str(tmp_path),

@@ -84,7 +84,7 @@ def test_reproduce_refuses_a_run_made_with_other_settings_before_training_any(tm
     result = run_eval(*flags)
     assert result.returncode == 2 and result.stderr.strip().splitlines() == [
         f"error: {other}: a run made with --rollout-dtype 'bfloat16' (this one: 'model'); give its "
-        f"settings, or " "remove it to train it again"]
+        f"settings, or remove it to train it again"]
     assert [path.name for path in (tmp_path / "runs").iterdir()] == [other.name]
     assert json.loads((other / "config.json").read_text()) == config
 

@@ -284,7 +284,7 @@ def test_ranks_with_different_weights_are_stopped_with_a_clear_error(shared):
     folder, result = shared(2, "--algo", "es", "diverge")  # rank 1's weights nudged after update 1
     for rank in (0, 1):  # both stop at the same check (the launch's next job then starts)
         assert (f"rank {rank}: job 3: update 1 (es): ranks hold different weights (tensor 0 "
-                f"differs first); " "stopped") in result.stderr
+                f"differs first); stopped") in result.stderr
     assert not (folder / "summary.json").exists()
 
 

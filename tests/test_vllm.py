@@ -247,7 +247,7 @@ def test_grpo_on_two_ranks_with_engines_samples_as_one_rank_and_ends_within_1e_5
                     in a) / sum(a[k].numel() for k in a)
     moved = max(float((a[k] - base[k]).abs().max()) for k in a)
     print(f"GRPO, 1 against 2 ranks: max difference {difference:.2e} ({differing:.1e} of the "
-          f"weights differ by " f"more than 1e-7), weights moved up to {moved:.2e}")
+          f"weights differ by more than 1e-7), weights moved up to {moved:.2e}")
     assert difference < 1e-5 < moved and differing < 1e-3
     for result in (one, two):
         assert "Reloading weights inplace" in result.stdout

@@ -290,7 +290,7 @@ def write_pilot(pilot: dict, out: Path):
                      f"{updates['seconds']['es_update']:.0f} s; one GRPO step "
                      f"({shape['grpo_prompts']} prompts x "
                      f"{shape['grpo_group']}) {updates['seconds']['grpo_step']:.0f} s; <= "
-                     f"{shape['max_new_tokens']} " f"new tokens, {shape['dtype']}")
+                     f"{shape['max_new_tokens']} new tokens, {shape['dtype']}")
     task, pool = pilot["families"][pilot["task"]], es_grpo.EVAL_POOL
     unpaired = math.sqrt(unpaired_entropy_variance(task, n) / pool)
     reading = ("Every row counts the spread of sampling alone, at the base's per-problem rates "
@@ -302,7 +302,7 @@ def write_pilot(pilot: dict, out: Path):
                f"problems, the entropy row's SE at {pool} problems would be {unpaired:.4f}: an "
                f"upper bound. Hours: "
                f"evaluations of that many problems x {n} samples, at the seconds a completion took "
-               f"here; training " "comes on top.")
+               f"here; training comes on top.")
     (out / "POWER.md").write_text("\n".join([*lines, "", reading, "", *plan_table(pilot), ""]))
 
 

@@ -38,7 +38,7 @@ def scale_paragraph(values: dict, grpo_name: str, seeds: int, tiny_report: Path)
             f"reports (entropy near 0, after Cui et al.) is {seen}. ES's Pass@1 gain over the "
             f"base: here "
             f"{shown(values['es_pass1_gain'])}; on the tiny model {tiny_gain}. {counted(seeds)} "
-            f"here; " f"{counted(len(tiny.get('seeds', [])))} there."]
+            f"here; {counted(len(tiny.get('seeds', [])))} there."]
 
 
 def scale_section(evidence: Evidence, claims: list[Claim]) -> list[str]:

@@ -211,7 +211,7 @@ def run_table(runs: dict, rows: dict) -> list[str]:
     lines = [f"| run | algo | rate | updates done / planned | sequences | Pass@1 | Pass@{K} | "
              f"token entropy |", "|---|---|---|---|---|---|---|---|",
              f"| base | - | - | - | 0 | {base['pass@1'].mean():.3f} | "
-             f"{base[f'pass@{K}'].mean():.3f} | " f"{base['entropy']:.3f} |"]
+             f"{base[f'pass@{K}'].mean():.3f} | {base['entropy']:.3f} |"]
     for name, row in rows.items():
         config = runs[name]["config"]
         rate = {"grpo": f"lr {config['grpo_lr']:g}", "es": f"alpha {config['es_alpha']:g}",
@@ -219,7 +219,7 @@ def run_table(runs: dict, rows: dict) -> list[str]:
                 }[config["algo"]]
         algo = LABELS[config["algo"]] + (" null" if config["es_null"] else "")
         lines.append(f"| {name} | {algo} | {rate} | {row['updates']} | {row['sequences']:,} | "
-                     f"{row['pass@1']} | " f"{row[f'pass@{K}']} | {row['entropy']:.3f} |")
+                     f"{row['pass@1']} | {row[f'pass@{K}']} | {row['entropy']:.3f} |")
     return lines
 
 
@@ -247,7 +247,7 @@ def report_lines(runs: dict, parts: dict, claim, control: dict, rows: dict, curv
              "seed an interval rests on the problems alone.", "", "## The runs", "",
              *run_table(runs, rows), "", "## Claim 1, by the tiny report's rule", "",
              f"`es` is {parts['es']} and `grpo` {parts['grpo']} (the middle learning rate); the "
-             f"other GRPO runs " "are the frontier.", "", *parts_section([claim])[2:]]
+             f"other GRPO runs are the frontier.", "", *parts_section([claim])[2:]]
     if control:
         (es_updates, null_updates), change = control["updates"], control["entropy_change"]
         lines += ["## The control: ES against the null ES run", "",
@@ -285,7 +285,7 @@ def limits(claim, curves: dict, runs: dict, pilot_file: Path) -> list[str]:
     samples = next(iter(runs.values()))["config"]["eval_samples"]
     sampling = "" if "sample_lengths" not in family else (
         f"; sampling's, from the pilot's samples of dev problems ({pilot_file}), puts the SE of an "
-        f"entropy " f"difference at {problems} problems x {samples} samples near "
+        f"entropy difference at {problems} problems x {samples} samples near "
         f"{(entropy_difference_variance(family, samples) / problems) ** 0.5:.3f} nats for the base "
         f"model")
     # older evaluations kept one number a model
@@ -308,7 +308,7 @@ def limits(claim, curves: dict, runs: dict, pilot_file: Path) -> list[str]:
             *([f"- The task saturates: {', '.join(solved)} reach(es) a Pass@1 of 0.99 or more over "
                f"the {problems} "
                "problems, where no Pass@K can fall below the base's; claim 1's coverage comparison "
-               "needs problems " "the trained models do not all solve."] if solved else []),
+               "needs problems the trained models do not all solve."] if solved else []),
             "- Claims 2 and 4 (diversity, sparsity and drift) need the trained weights, which "
             "stayed on the GPU; "
             "claim 5 needs a held-out evaluation at each run's end, which the deadline cut; claim "
