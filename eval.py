@@ -11,7 +11,7 @@ commands and their flags (reproduce's: analyses/reproduction/plan.py).
     python eval.py sweep --populations 8,16,32 --sequences 51200  # ES populations, equal sequences
     python eval.py reproduce --out report [--quick]       # every experiment, REPORT.md, verdicts
     python eval.py verifier Math-Verify/tests             # the math reward on math-verify's cases
-    python eval.py pilot --model MODEL --eval-split dev --out report/real  # a real model's POWER.md
+    python eval.py pilot --model MODEL --eval-split dev --out report/smollm2-add-gpu  # its POWER.md
     python eval.py trajectories RUN [RUN ...] --base BASE/pass_at_k.json  # stopped runs: claim 1
 
 MODEL is a folder (e.g. runs/es-s0/stage1-es) or a hub id; "" or "tiny" is the shipped tiny model.
@@ -214,7 +214,7 @@ def cmd_trajectories(argv):
     parser = argparse.ArgumentParser(prog="eval.py trajectories",
                                      description=write_trajectories.__doc__)
     parser.add_argument("runs", nargs="+",
-                        help="run folders (report/real/h200.sh's), stopped or finished")
+                        help="run folders (report/smollm2-add-gpu/h200.sh's), stopped or finished")
     parser.add_argument("--base", required=True,
                         help="the base model's pass_at_k.json (eval.py MODEL, same settings)")
     parser.add_argument("--out", default="evals",

@@ -3,7 +3,7 @@ imports):
 
     eval.py (the commands)
       -> reproduction/trajectories.py (runs stopped at a deadline, read off their trajectory
-         points: the real model's report, report/real/REPORT.md, by claim 1's rule)
+         points: the real model's report, report/smollm2-add-gpu/REPORT.md, by claim 1's rule)
       -> reproduction/report.py (REPORT.md, report.json) -> figures.py (every plot and table),
          reproduction/scaling.py (a larger model's report beside the tiny model's),
          reproduction/parts.py (the claims' parts rendered: the opening table, the fixed margins),

@@ -371,7 +371,7 @@ def test_the_figures_the_docs_quote_are_their_files():
                                    es_grpo.TABLE_COLUMNS, "stage")
     assert table in readme
     reports = {"tiny": ROOT / "report" / "report.json",
-               "real": ROOT / "report" / "real-cpu" / "report.json"}
+               "real": ROOT / "report" / "smollm2-add-cpu" / "report.json"}
     verdicts = {name: {claim["claim"]: claim["verdict"] for claim
                        in json.loads(path.read_text())["claims"]}
                 for name, path in reports.items()}

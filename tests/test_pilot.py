@@ -1,6 +1,6 @@
 """The real model's power plan (analyses/reproduction/pilot.py): the Pass@k estimator's sampling
 variance, the problems a difference needs, and `eval.py pilot` end to end on the tiny model (the
-real model's run: report/real)."""
+real model's run: report/smollm2-add-gpu)."""
 import json
 import math
 

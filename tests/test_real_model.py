@@ -302,9 +302,10 @@ def test_es_inside_the_vllm_engine_updates_as_the_hf_path(real):
 
 
 def test_the_gpu_runs_script_in_small_and_the_trajectories_report_on_the_real_model(tmp_path):
-    """report/real/h200.sh's quick form (ES and the calibrated GRPO of `eval.py reproduce --plan`,
-    two updates of a few rows, on this CPU), the base evaluated with the same settings, then
-    `eval.py trajectories`: the real model's report, made as report/real/REPORT.md was, end to end.
+    """report/smollm2-add-gpu/h200.sh's quick form (ES and the calibrated GRPO of `eval.py reproduce
+    --plan`, two updates of a few rows, on this CPU), the base evaluated with the same settings,
+    then `eval.py trajectories`: the real model's report, made as report/smollm2-add-gpu/REPORT.md
+    was, end to end.
     The `eval.py reproduce` command the script prints would reuse both runs: its plan gives them the
     settings they were made with."""
     import eval as cli
@@ -313,8 +314,8 @@ def test_the_gpu_runs_script_in_small_and_the_trajectories_report_on_the_real_mo
     small = ("--eval-problems 2 --heldout-problems 1 --samples 32 --es-population 2 --es-prompts 2 "
              "--grpo-prompts 2 --grpo-group 2 --grpo-microbatch 2 --max-new-tokens 8 --steps 2")
     env = {**os.environ, "DEVICE": "cpu", "SMALL": small, "RUNS": "es-s0 grpo-s0"}
-    done = subprocess.run(["bash", "report/real/h200.sh", FOLDER, str(tmp_path), "900"], cwd=ROOT,
-                          env=env, capture_output=True, text=True, timeout=1000)
+    done = subprocess.run(["bash", "report/smollm2-add-gpu/h200.sh", FOLDER, str(tmp_path), "900"],
+                          cwd=ROOT, env=env, capture_output=True, text=True, timeout=1000)
     assert done.returncode == 0, done.stderr
     assert sorted(path.name for path in (tmp_path / "runs").glob("*-s0")) == ["es-s0", "grpo-s0"]
     cli.main([FOLDER, "--task", "add", "--eval-problems", "2", "--heldout-problems", "1",
@@ -341,15 +342,15 @@ def test_the_gpu_runs_script_in_small_and_the_trajectories_report_on_the_real_mo
 
 def test_the_runs_script_one_at_a_time_lends_the_base_skips_the_finished_and_resumes_the_stopped(
         tmp_path):
-    """report/real/h200.sh with ONE_AT_A_TIME (a CPU across sessions), small: GRPO measures the base
-    and ES takes it (--base-from); run again, the finished runs are skipped; a run stopped after its
-    last checkpoint is resumed, and ends as it had."""
+    """report/smollm2-add-gpu/h200.sh with ONE_AT_A_TIME (a CPU across sessions), small: GRPO
+    measures the base and ES takes it (--base-from); run again, the finished runs are skipped; a run
+    stopped after its last checkpoint is resumed, and ends as it had."""
     small = ("--eval-problems 2 --heldout-problems 1 --samples 32 --es-population 2 --es-prompts 2 "
              "--grpo-prompts 2 --grpo-group 2 --grpo-microbatch 2 --max-new-tokens 8 --steps 2")
     env = {**os.environ, "DEVICE": "cpu", "SMALL": small, "RUNS": "es-s0 grpo-s0",
            "ONE_AT_A_TIME": "1", "LAUNCH": "--es-batched off"}
-    script = lambda: subprocess.run(["bash", "report/real/h200.sh", FOLDER, str(tmp_path),
-                                     "900"],  # noqa: E731
+    script = lambda: subprocess.run(["bash", "report/smollm2-add-gpu/h200.sh", FOLDER,  # noqa: E731
+                                     str(tmp_path), "900"],
                                     cwd=ROOT, env=env, capture_output=True, text=True, timeout=1000)
     runs = tmp_path / "runs"
     summary = lambda name: json.loads((runs / name
@@ -371,15 +372,15 @@ def test_the_runs_script_one_at_a_time_lends_the_base_skips_the_finished_and_res
 
 def test_the_quick_reproduction_on_the_real_model(tmp_path):
     """`eval.py reproduce --quick` with the real design's model, task, rates and decoding
-    (report/real/h200.sh's as this CPU runs it; of its frontier, 3e-5 alone): every claims run on
-    SmolLM2 and every analysis of claims 1-5 on it, to REPORT.md, which says what changed from the
-    tiny report beside it (report/report.json). (The design's own sizes are out of a CPU's reach:
-    claim 5's forgetting control alone reads 200 held-out problems per model.)"""
+    (report/smollm2-add-gpu/h200.sh's as this CPU runs it; of its frontier, 3e-5 alone): every
+    claims run on SmolLM2 and every analysis of claims 1-5 on it, to REPORT.md, which says what
+    changed from the tiny report beside it (report/report.json). (The design's own sizes are out of
+    a CPU's reach: claim 5's forgetting control alone reads 200 held-out problems per model.)"""
     import eval as cli
     # as the `real` fixture: a 135M model's matmuls pay for a second thread
     torch.set_num_threads(2)
     out = tmp_path / "real"
-    # as report/real-cpu's neighbour
+    # as report/smollm2-add-cpu's neighbour
     shutil.copy(ROOT / "report" / "report.json", tmp_path / "report.json")
     made = in_process(cli.main, "reproduce", "--quick", "--out", str(out), "--preset", "paper",
                       "--model",
@@ -416,9 +417,9 @@ def test_the_quick_reproduction_on_the_real_model(tmp_path):
 
 
 def test_the_real_models_report_is_what_the_code_makes_of_its_runs(tmp_path):
-    """report/real-cpu made again from its committed runs and saved analyses (remade_report, as the
-    tiny report's in tests/test_reports.py), with this tier's model as its --model: every part as
-    committed, and no outcome moved by the bootstrap's seed."""
+    """report/smollm2-add-cpu made again from its committed runs and saved analyses (remade_report,
+    as the tiny report's in tests/test_reports.py), with this tier's model as its --model: every
+    part as committed, and no outcome moved by the bootstrap's seed."""
     from test_reports import same_report
-    _, remade = remade_report(tmp_path, "report/real-cpu", FOLDER)
-    same_report(ROOT / "report" / "real-cpu", remade)
+    _, remade = remade_report(tmp_path, "report/smollm2-add-cpu", FOLDER)
+    same_report(ROOT / "report" / "smollm2-add-cpu", remade)

@@ -22,13 +22,13 @@ def run_eval(*argv):
 
 
 def test_the_gpu_runs_script_refuses_a_deadline_that_is_not_a_number(tmp_path):
-    """report/real/h200.sh MODEL OUT SECONDS: a SECONDS that is not a whole number (bash would read
-    the word SECONDS as its own clock, a deadline seconds away) is one line naming it, exit 2,
-    before any run."""
+    """report/smollm2-add-gpu/h200.sh MODEL OUT SECONDS: a SECONDS that is not a whole number (bash
+    would read the word SECONDS as its own clock, a deadline seconds away) is one line naming it,
+    exit 2, before any run."""
     for seconds in ("SECONDS", "9000s", "-5"):
-        done = subprocess.run(["bash", "report/real/h200.sh", "m", str(tmp_path / "out"), seconds],
-                              cwd=Path(cli.__file__).parent, capture_output=True, text=True,
-                              timeout=60)
+        done = subprocess.run(["bash", "report/smollm2-add-gpu/h200.sh", "m", str(tmp_path / "out"),
+                               seconds], cwd=Path(cli.__file__).parent, capture_output=True,
+                              text=True, timeout=60)
         assert (done.returncode == 2 and done.stderr.count("\n") == 1
                 and f"'{seconds}'" in done.stderr)
     assert not (tmp_path / "out").exists()
@@ -36,8 +36,8 @@ def test_the_gpu_runs_script_refuses_a_deadline_that_is_not_a_number(tmp_path):
 
 def test_reproduce_plans_another_models_frontier_and_the_null_runs_from_its_flags(tmp_path):
     """--plan lists every claims run, the null ES run with ES's path points; --frontier-lrs and
-    --frontier-alphas replace the tiny preset's frontier (report/real/h200.sh launches these lines);
-    a bad list is one line, exit 2."""
+    --frontier-alphas replace the tiny preset's frontier (report/smollm2-add-gpu/h200.sh launches
+    these lines); a bad list is one line, exit 2."""
     design = ["reproduce", "--plan", "--out", str(tmp_path), "--preset", "paper", "--model", "m",
               "--task", "add",
               "--seeds", "0", "--steps", "18", "--es-population", "16", "--es-prompts", "32",

@@ -232,7 +232,7 @@ class Stopwatch:
 # calibrated
 # rates were chosen on `dev` (report/NOTES.md, "How the tiny preset was chosen"). Another model
 # takes its own by
-# flags (report/real/h200.sh).
+# flags (report/smollm2-add-gpu/h200.sh).
 # RATE:UPDATES (none: the schedule's own)
 FRONTIER_LRS, FRONTIER_ALPHAS = "1e-6:200,1e-5:80,5e-5:30", "4e-3"
 FRONTIER_SEEDS, FRONTIER_POINTS = 5, 8

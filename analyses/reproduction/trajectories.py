@@ -1,15 +1,15 @@
 """Runs stopped at a deadline, read off their trajectory points: the real model's report
-(report/real/REPORT.md).
+(report/smollm2-add-gpu/REPORT.md).
 
-report/real/h200.sh trains every schedule at once on a lent GPU and stops what is still going at its
-deadline, so most runs end without their final evaluation (summary.json); their metrics.jsonl still
-holds a trajectory point every few updates (Pass@K counts per problem and token entropy, on the test
-problems). Here each run's path is the base model, evaluated apart with the same settings (`eval.py
-MODEL`), then those points; a run's last point stands for its end. Claim 1 is judged by the tiny
-report's own rule and intervals (claims.claim1 on claim1_values); ES is set against the null ES run
-at equal updates (the control for a gain by chance); claims 2-6 are not measured (they need the
-trained weights, a held-out evaluation at the end or a finished second stage) and the report says
-so.
+report/smollm2-add-gpu/h200.sh trains every schedule at once on a lent GPU and stops what is still
+going at its deadline, so most runs end without their final evaluation (summary.json); their
+metrics.jsonl still holds a trajectory point every few updates (Pass@K counts per problem and token
+entropy, on the test problems). Here each run's path is the base model, evaluated apart with the
+same settings (`eval.py MODEL`), then those points; a run's last point stands for its end. Claim 1
+is judged by the tiny report's own rule and intervals (claims.claim1 on claim1_values); ES is set
+against the null ES run at equal updates (the control for a gain by chance); claims 2-6 are not
+measured (they need the trained weights, a held-out evaluation at the end or a finished second
+stage) and the report says so.
 """
 from __future__ import annotations
 
@@ -232,8 +232,8 @@ def report_lines(runs: dict, parts: dict, claim, control: dict, rows: dict, curv
     config = runs[parts["es"]]["config"]
     problems = len(runs[parts["es"]]["base"][0]["correct"])
     lines = [f"# GRPO against ES on {Path(config['model']).name or 'the tiny model'}", "",
-             f"Made by `{command}`, from runs that `report/real/h200.sh` trained on one lent GPU, "
-             f"all at once, each "
+             f"Made by `{command}`, from runs that `report/smollm2-add-gpu/h200.sh` trained on "
+             f"one lent GPU, all at once, each "
              "stopped at the script's deadline if still going (so most end at their last "
              "trajectory point, without "
              "their final evaluation), and the base model's evaluation with the same settings "

@@ -5,8 +5,8 @@
 # (metrics.jsonl) stay, for `eval.py trajectories`. The command it prints last finishes them (anywhere with the
 # same --device) and writes the whole report: `eval.py reproduce` reuses the finished runs in OUT/runs.
 #
-#   bash report/real/h200.sh MODEL OUT SECONDS     # e.g. models/SmolLM2-135M-Instruct report/real 505
-#   DEVICE=cpu SMALL="--eval-problems 4 ..." RUNS="es-s0 grpo-s0" bash report/real/h200.sh \
+#   bash report/smollm2-add-gpu/h200.sh MODEL OUT SECONDS     # e.g. models/SmolLM2-135M-Instruct report/smollm2-add-gpu 505
+#   DEVICE=cpu SMALL="--eval-problems 4 ..." RUNS="es-s0 grpo-s0" bash report/smollm2-add-gpu/h200.sh \
 #       models/SmolLM2-135M-Instruct /tmp/real 600     # some of them, small, on a CPU (tests/test_real_model.py)
 #
 # SMALL: flags added to the design (every run's, and the printed reproduce command's); RUNS: the plan's runs to
@@ -17,7 +17,7 @@
 # its seed that start later (--base-from; BASE_FROM names another lender): it is the same for all of them.
 # At the deadline the running one is stopped; the same command goes on from its last checkpoint.
 #   DEVICE=cpu SMALL="--grpo-autocast --rollout-dtype bfloat16" LAUNCH="--es-batched off" ONE_AT_A_TIME=1 \
-#       bash report/real/h200.sh models/SmolLM2-135M-Instruct report/real-cpu 9000   # report/NOTES.md
+#       bash report/smollm2-add-gpu/h200.sh models/SmolLM2-135M-Instruct report/smollm2-add-cpu 9000   # report/NOTES.md
 #
 # Budgets as report/REPORT.md defines them, for S = 18 (analyses/reproduction/plan.py, schedules): GRPO 2S = 36
 # steps, GRPO->ES S (9 + 9), ES and the null ES S/2 + S/2 x 128/512 = 12 updates (as many sequences as
@@ -25,7 +25,7 @@
 # populations) x 32 prompts, GRPO 16 prompts x 8. Rates were chosen before any evaluation, none tuned: GRPO's
 # 1e-5 from the pilot (report/NOTES.md) and a frontier of 3e-6 and 3e-5 around it; ES at 4x the paper's alpha
 # 2.5e-4 (sigma 1.5e-3, the paper's), since 12 updates at the paper's alpha move a model by about a sixtieth
-# of its 234 steps. report/real/runs were made by this script's first form, the same runs named by their rates.
+# of its 234 steps. report/smollm2-add-gpu/runs were made by this script's first form, the same runs named by their rates.
 # MODEL and OUT are paths without spaces (the plan's lines are split on them).
 set -u
 (($# == 3)) || { echo "usage: h200.sh MODEL OUT SECONDS" >&2; exit 2; }
