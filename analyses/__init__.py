@@ -15,7 +15,7 @@ imports):
       -> reproduction/matching.py (the comparisons at matched Pass@1 of claims 1, 2 and 6)
       -> reproduction/evidence.py (everything measured, once) -> reproduction/plan.py (the runs),
          reproduction/pilot.py (a real model's power plan, from the base model on dev problems)
-      -> reproduction/reuse.py (saved analyses, keyed on code, arguments and models)
+      -> reproduction/reuse.py (saved analyses, keyed on version, arguments and models)
       -> measurements: weights.py, diversity.py, forgetting.py, paths.py, training.py,
          verifier_cases.py
       -> evaluation.py (load, evaluate), verdicts.py (the parts' tests, margins fixed in

@@ -11,7 +11,7 @@ import numpy as np
 import torch
 
 import es_grpo
-from analyses.evaluation import context, load, measured
+from analyses.evaluation import context, load, measured, versioned
 from analyses.statistics import interval, per_problem
 from es_grpo import Context, score
 from scale.chunks import concat_rollouts
@@ -254,6 +254,7 @@ def diversity_analysis(model_name: str, population: Population, args: Args,
     return rows
 
 
+@versioned(1)
 def population_counts(model_name: str, population: Population, draw: int, args: Args) -> dict:
     """population_diversity around the model at the population's (one) sigma, on the evaluation
     problems."""

@@ -81,6 +81,17 @@ def measured(name: str, models: list[str], function, *arguments):
     return function(*arguments)
 
 
+def versioned(number: int):
+    """Marks a measurement that reproduce saves (Store.get): its saved result is keyed by this
+    version, its arguments and its models. Bump it when what the function measures changes; a
+    refactor that moves no number keeps it, so nothing is measured again. tests/test_golden.py
+    holds each one's result on a small fixture: a number that moves without a bump fails there."""
+    def mark(function):
+        function.version = number
+        return function
+    return mark
+
+
 def final(summary: dict) -> dict:
     """A run's summary.json: its last stage's evaluation."""
     return summary["stages"][-1]

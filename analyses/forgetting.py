@@ -8,7 +8,7 @@ import numpy as np
 import torch
 
 from analyses.evaluation import (context, curve_ks, evaluate_model, load, measured, named_weights,
-                                 put_weights, weights_of)
+                                 put_weights, versioned, weights_of)
 from analyses.statistics import per_problem
 from es_grpo import evaluate
 from scale.config import Args, evaluation_sets
@@ -51,6 +51,7 @@ def forgetting_control(base_name: str, es_models: list[str], grpo_models: list[s
     return result
 
 
+@versioned(1)
 def heldout_base(held: HeldOut, args: Args) -> dict:
     """The base model on every held-out family: the families it does not saturate and its counts on
     them."""
@@ -64,6 +65,7 @@ def heldout_base(held: HeldOut, args: Args) -> dict:
                           for task, row in first.items() if task not in families}}
 
 
+@versioned(1)
 def heldout_counts(held: HeldOut, model_name: str, noise_seed: int | None, args: Args) -> list[int]:
     """Per-problem correct answers on the held-out families: of model_name's weights, or with a
     noise_seed, of the base plus Gaussian noise (seeded so) whose RMS, tensor by tensor, is that of

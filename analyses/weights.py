@@ -9,7 +9,7 @@ from statistics import NormalDist
 import torch
 
 import es_grpo
-from analyses.evaluation import context, load, named_weights, put_weights, weights_of
+from analyses.evaluation import context, load, named_weights, put_weights, versioned, weights_of
 from es_grpo import evaluate
 from scale.config import Args, evaluation_sets
 
@@ -46,6 +46,7 @@ def drift(base: dict[str, torch.Tensor], trained: dict[str, torch.Tensor]) -> di
     return result
 
 
+@versioned(1)
 def drifts(base_name: str, models: list[str], args: Args) -> list[dict]:
     """Each model's relative L2 drift from the base model, per module kind and in total
     (drift())."""
@@ -53,6 +54,7 @@ def drifts(base_name: str, models: list[str], args: Args) -> list[dict]:
     return [drift(base, weights_of(name, args)) for name in models]
 
 
+@versioned(1)
 def drift_analysis(base_name: str, trained: list[str], args: Args) -> dict:
     """Each trained model's relative L2 drift from the base, per module kind; with two models, the
     ratio of the first's total drift to the second's."""
@@ -101,6 +103,7 @@ class SparsityMasks:  # which sparsified updates sparsity_analysis measures
     null: str = ""  # a null ES run's model, its update sparsified the same way: the second control
 
 
+@versioned(1)
 def sparsity_analysis(base_name: str, trained_name: str, masks: SparsityMasks, args: Args) -> dict:
     """Pass@1 and Pass@k of the trained model with its update sparsified (largest kept), against a
     random mask of the same sparsity and, given masks.null, the null update sparsified alike; also
@@ -154,6 +157,7 @@ def sparsity_row(result: dict, kind: str, tau: float, zeroed: float, full: dict,
             else float("nan"), "correct": result["correct"]}
 
 
+@versioned(1)
 def sparse_over_seeds(base_name: str, es_models: list[str], null_models: list[str],
                       args: Args) -> dict:
     """Claim 4 on every ES seed: per-problem correct counts of the base model, each seed's whole

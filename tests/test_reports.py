@@ -1,6 +1,6 @@
 """The committed reports are the code's reports (tests/conftest.py, report_copy): each is made again
 from its committed runs and saved analyses with `eval.py reproduce --saved-only`, so an analysis
-whose code changed since it was saved fails here, named, with the command that remakes it; every
+whose version changed since it was saved fails here, named, with the command that remakes it; every
 part of every claim comes out as the committed report.json says, and no part's outcome moves across
 20 bootstrap seeds. The real model's report is checked the same way in the real-model tier
 (tests/test_real_model.py), where its model is."""

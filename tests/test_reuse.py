@@ -3,12 +3,11 @@
 import dataclasses
 import json
 import shutil
-import subprocess
-import sys
 
 import pytest
 
 from analyses import diversity, forgetting, paths, training
+from analyses.evaluation import versioned
 from analyses.reproduction import reuse
 from scale.config import Args
 
@@ -172,13 +171,14 @@ def test_grpo_is_trained_again_to_the_update_where_its_path_reaches_es_pass1(tmp
     assert not (tmp_path / "never").exists()
 
 
+@versioned(1)
 def measured(base: str, model: str, samples: int) -> dict:
     """A stand-in analysis whose numbers depend on its arguments (tests of reuse)."""
     measured_calls.append((base, model, samples))
     return {"pass@1": 0.25, "correct": [1, samples]}
 
 
-measured_calls = []  # lower case: a constant of its module would enter the reuse key
+measured_calls = []
 
 
 def finished_run(folder, seed: int = 0):
@@ -263,41 +263,22 @@ def test_a_stopped_analysis_keeps_the_pieces_it_finished(tmp_path, finished_run)
     assert json.dumps(kept, default=float) == json.dumps(whole, default=float)  # NaN reads as NaN
 
 
-KEYS_OF_EDITS = """
-import importlib, json, sys
-sys.dont_write_bytecode = True  # an edit of the same size in the same second: \
-a cached .pyc would hide it
-from pathlib import Path
-import analyses.weights
-from analyses.reproduction.reuse import code_of
-weights, keys = Path(analyses.weights.__file__), []
-for edit in json.loads(sys.argv[1]):
-    if edit:
-        weights.write_text(weights.read_text().replace(*edit))
-        importlib.reload(analyses.weights)
-    keys.append(code_of(analyses.weights.sparse_over_seeds))
-print(json.dumps(keys))
-"""
-
-
-def test_a_changed_constant_or_body_of_a_measurement_changes_its_reuse_key(tmp_path):
-    """In a scratch copy of the package: RANDOM_MASKS changed, or a function that sparse_over_seeds
-    calls (sparsify) changed in its body: the key of claim 4's saved analysis changes, so reproduce
-    measures it again. sparsify's docstring changed, or a constant added to its module that it does
-    not read (nor anything it calls): the key stays."""
-    import shutil
-    from pathlib import Path
-    root = Path(__file__).resolve().parents[1]
-    shutil.copytree(root / "analyses", tmp_path / "analyses",
-                    ignore=shutil.ignore_patterns("__pycache__"))
-    for name in ("es_grpo.py", "tiny_model", "scale"):
-        (tmp_path / name).symlink_to(root / name)
-    edits = [None, ("or, the control, each coordinate", "or (the control) each coordinate"),
-             ("RANDOM_MASKS = 5", "UNREAD_BY_THE_ANALYSIS = 7\nRANDOM_MASKS = 5"),
-             ("RANDOM_MASKS = 5", "RANDOM_MASKS = 6"),
-             ("mask = (delta.abs() > tau", "mask = (delta.abs() >= tau")]
-    keys = json.loads(subprocess.run([sys.executable, "-c", KEYS_OF_EDITS, json.dumps(edits)],
-                                     cwd=tmp_path, capture_output=True, text=True,
-                                     check=True).stdout)
-    # a docstring, a constant nothing reads: the same; each real change: new
-    assert keys[0] == keys[1] == keys[2] and len(set(keys[2:])) == 3
+def test_a_bumped_version_measures_again_and_saved_only_names_it(tmp_path, monkeypatch):
+    """The key is the function's version, not its code: the same version reuses what was saved; a
+    bump measures again, and with --saved-only is refused in one line naming the version; a
+    function without a version is never saved."""
+    monkeypatch.setattr(reuse, "weights_again", lambda run: True)
+    model = finished_run(tmp_path / "runs" / "es-s0")
+    measured_calls.clear()
+    reuse.Store(tmp_path / "reused").get("drift", [model], measured, "tiny", model, 8)
+    assert reuse.Store(tmp_path / "reused").get("drift", [model], measured, "tiny", model, 8)
+    assert len(measured_calls) == 1
+    monkeypatch.setattr(measured, "version", 2)
+    with pytest.raises(SystemExit) as refused:
+        reuse.Store(tmp_path / "reused", saved_only=True).get("drift", [model], measured, "tiny",
+                                                               model, 8)
+    assert refused.value.code == 2 and "differs in: version" in refused.value.message
+    reuse.Store(tmp_path / "reused").get("drift", [model], measured, "tiny", model, 8)
+    assert len(measured_calls) == 2
+    with pytest.raises(TypeError, match="carries its version"):
+        reuse.Store(tmp_path / "reused").get("drift", [model], lambda: {})

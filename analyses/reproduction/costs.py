@@ -40,7 +40,7 @@ def minutes_section(evidence: Evidence) -> list[str]:
     return ["## Wall time of each part", "",
             "This invocation, on this machine (a run found finished in runs/ costs nothing here):",
             "", markdown_table(minutes, ["minutes"], "part"), "",
-            "The analyses read from analyses/reused/ (each reused only while its code, its "
+            "The analyses read from analyses/reused/ (each reused only while its version, its "
             "arguments and its models' runs are the same: analyses/reproduction/reuse.py): "
             f"{reused or 'none'}.", "",
             "The runs in runs/, whenever they were trained (each from its config.json to its "

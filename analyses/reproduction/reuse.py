@@ -1,28 +1,23 @@
 """Reuse that cannot lie. A reproduction's analyses take minutes to hours; a report is rewritten far
 more often than they change. Each result is saved with a key of everything that decides its numbers:
-the function's code (and this package's functions and constants it names, transitively), its
-arguments, and each model's identity. A changed key measures again; a model whose weights are not
-here (a report's committed runs keep their settings, metrics and summaries, not their weights) is
-trained again first, from its own settings, without its evaluations where its training comes out the
-same (training.weights_again)."""
+the function's version (analyses.evaluation.versioned, bumped by hand when what it measures changes,
+and guarded by tests/test_golden.py), its arguments, and each model's identity. A changed key
+measures again; a model whose weights are not here (a report's committed runs keep their settings,
+metrics and summaries, not their weights) is trained again first, from its own settings, without
+its evaluations where its training comes out the same (training.weights_again)."""
 from __future__ import annotations
 
-import ast
 import dataclasses
 import datetime
 import functools
 import hashlib
-import inspect
 import json
-import sys
-import textwrap
 from pathlib import Path
 
 import es_grpo
 from analyses.training import run_results, train_again, weights_again
 from es_grpo import log
 
-PACKAGE = "analyses"
 WEIGHTS = ("*.safetensors", "*.bin", "*.pt")  # a model folder's weight files
 
 
@@ -72,46 +67,6 @@ def has_weights(model: str) -> bool:
     return any(any(Path(model).glob(pattern)) for pattern in WEIGHTS) or run_folder(model) is None
 
 
-def code_only(source: str) -> ast.AST:
-    """The source's syntax tree without docstrings (ast drops comments): what runs, not how it
-    reads."""
-    tree = ast.parse(textwrap.dedent(source))
-    for node in ast.walk(tree):
-        body = getattr(node, "body", None)
-        if isinstance(body, list) and body and isinstance(body[0], ast.Expr) \
-                and isinstance(body[0].value,
-                               ast.Constant) and isinstance(body[0].value.value, str):
-            node.body = body[1:] or [ast.Pass()]
-    return tree
-
-
-# read once a process: a key made later in a long run does not read a file edited since
-@functools.cache
-def code_of(function) -> str:
-    """A digest of the function's code, of every function and class of this package it names (again
-    theirs, transitively) and of every UPPER_CASE constant of their modules they name: change
-    RANDOM_MASKS or a measurement's body and the key changes; a docstring or a comment leaves it.
-    es_grpo.py and scale/ are left out: the runs depend on them too."""
-    seen, parts = set(), []
-
-    def visit(thing):
-        if (thing.__module__, thing.__qualname__) in seen:
-            return
-        seen.add((thing.__module__, thing.__qualname__))
-        tree = code_only(inspect.getsource(thing))
-        parts.append(ast.dump(tree))
-        module = vars(sys.modules[thing.__module__])
-        for name in sorted({node.id for node in ast.walk(tree) if isinstance(node, ast.Name)}):
-            value = module.get(name)
-            if (inspect.isfunction(value)
-                or inspect.isclass(value)) and value.__module__.startswith(PACKAGE):
-                visit(value)
-            elif name.isupper() and name in module and not callable(value):
-                parts.append(f"{thing.__module__}.{name} = {value!r}")
-    visit(function)
-    return digest("\n".join(parts))
-
-
 @dataclasses.dataclass
 class Store:
     """Analyses saved in `folder` (OUT/analyses/reused), and, for the report, when each one used was
@@ -132,7 +87,10 @@ class Store:
             if isinstance(value, dict):
                 return {str(k): plain(v) for k, v in value.items()}
             return [plain(v) for v in value] if isinstance(value, (list, tuple)) else value
-        return {"code": code_of(function), "function": function.__name__,
+        if not isinstance(getattr(function, "version", None), int):
+            raise TypeError(f"{function.__name__}: a saved analysis carries its version "
+                            f"(analyses.evaluation.versioned)")
+        return {"version": function.version, "function": function.__name__,
                 "arguments": plain(arguments)}
 
     def get(self, name: str, models: list[str], function, *arguments):
