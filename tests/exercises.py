@@ -52,7 +52,7 @@ class Exercise:
     number: int
     title: str
     # the machine's minutes on a 2-core CPU: `check`'s for a hole, the commands' for an
-    # experiment (tests/EXERCISES.md, "Minutes", says how each was measured)
+    # experiment (tests/EXERCISES.md says how each was measured)
     minutes: float
     functions: tuple[str, ...] = ()  # the holes, in es_grpo.py; none: an experiment
     # pytest node ids (a file, or file::function): they check the holes' behaviour
