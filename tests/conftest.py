@@ -132,8 +132,8 @@ LANE = {"test_the_bench_starts_its_children_as_modules": ("test_docs", "start_be
             "test_docs", "start_entry_points"),
         "test_every_exercise_fails_on_the_student_copy_and_passes_on_the_reference": (
             "test_exercises", "start_student_copy"),
-        "test_check_names_each_failing_test_with_its_assertion_and_the_command_behind_it": (
-            "test_exercises", "start_check"),
+        "test_exercise_1_filled_from_the_reference_passes_check": (
+            "test_exercises", "start_filled_check"),
         "test_two_runs_started_at_once_on_one_folder_end_with_one_run_and_one_refusal": (
             "test_reliability", "start_race")}
 LATER = concurrent.futures.ThreadPoolExecutor(max_workers=1)

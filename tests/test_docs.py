@@ -396,3 +396,67 @@ def test_the_figures_the_docs_quote_are_their_files():
     prose_part = "\n".join(line for line in results.splitlines() if not line.startswith("|"))
     missing = [n for n in numbers(prose_part) if not any(n in text for text in texts.values())]
     assert not missing, f"README's results quote {missing}, which no REPORT.md shows"
+
+
+def exercise_sections() -> dict[int, str]:
+    """tests/EXERCISES.md's paragraphs of each exercise, by number (its bold heading on)."""
+    parts = re.split(r"^\*\*(\d+)\. ", (ROOT / "tests" / "EXERCISES.md").read_text(), flags=re.M)
+    return {int(number): text for number, text in zip(parts[1::2], parts[2::2])}
+
+
+def source_of_test(node_id: str) -> str:
+    """A test's source, its decorators (the cases of a parametrised test) included."""
+    import exercises
+    test = exercises.test_function(node_id)
+    start = min([test.lineno, *(d.lineno for d in test.decorator_list)])
+    path = ROOT / node_id.split("::")[0]
+    return "\n".join(path.read_text().splitlines()[start - 1:test.end_lineno])
+
+
+def test_the_exercises_guide_tells_each_exercise_as_exercises_py_does():
+    """tests/EXERCISES.md against tests/exercises.py: a section per exercise, titled alike; a hole's
+    names its functions, says `check` passes its counts of tests and cases, names each of its tests
+    and no other; each size it gives in its goal and expectation (n = N) is a call's first argument
+    in those tests, each input it quotes is in their source, and each flag it quotes, es_grpo.py's.
+    """
+    import exercises
+    sections = exercise_sections()
+    assert sorted(sections) == [e.number for e in exercises.EXERCISES]
+    for e in exercises.EXERCISES:
+        heading, rest = sections[e.number].split("**", 1)
+        assert heading.rstrip(".").lower() == e.title.lower(), (e.number, heading)
+        if not e.tests:
+            continue
+        told = rest.split("Questions:")[0]
+        assert re.findall(r"`(\w+)`", told.split("Goal:")[0]) == list(e.functions), e.number
+        counts = re.findall(r"`check` passes (\d+) tests?, (\d+) cases", told)
+        assert counts == [(str(len(e.tests)), str(exercises.cases(e)))], (e.number, counts)
+        named = set(re.findall(r"`(test_\w+)`", told))
+        assert named == {test.split("::")[1] for test in e.tests}, (e.number, named)
+        sources = "\n".join(source_of_test(test) for test in e.tests)
+        for size in re.findall(r"\bn = (\d+)", told):  # a call's first argument, as pass_at_k's n
+            assert re.search(rf"\w\({size}\b", sources), (e.number, f"n = {size}")
+        for quoted in re.findall(r"`([^`]+)`", told.split("Expected:")[1]):
+            if quoted.startswith("--"):
+                es_grpo.parse_args([quoted])
+            elif not quoted.startswith(("test_", "check")):
+                assert quoted in sources, (e.number, quoted)
+
+
+def table_rows(text: str) -> list[dict[str, str]]:
+    """The rows of a text's first markdown table, each {column: cell}."""
+    lines = ("| " + text.split("\n\n| ", 1)[1].split("\n\n")[0]).splitlines()
+    cells = [[cell.strip() for cell in line.strip("| ").split(" | ")] for line in lines]
+    return [dict(zip(cells[0], row)) for row in cells[2:]]
+
+
+def test_the_experiments_quote_one_evaluation_of_the_base_alike():
+    """Exercises 7, 9 and 11 evaluate the base model alike (dev, 100 problems, 64 samples at 0.6,
+    seed 0): exercise 7's row at 0.6 and the base rows of 9 and 11 give the same Pass@K."""
+    sections = exercise_sections()
+    seven = next(row for row in table_rows(sections[7]) if row["temperature"].startswith("0.6"))
+    for number in (9, 11):
+        base = next(row for row in table_rows(sections[number])
+                    if row.get("variant", row.get("population")) == "(base model)")
+        assert {k: base[k] for k in ("Pass@1", "Pass@16", "Pass@64")} == {
+            k: seven[k] for k in ("Pass@1", "Pass@16", "Pass@64")}, number
