@@ -12,10 +12,10 @@ from analyses.paths import LABELS
 from analyses.reproduction.claims import Claim
 from analyses.reproduction.readings import SATURATION
 from analyses.statistics import shown
-from analyses.verdicts import (CATASTROPHIC_SHARE, ENTROPY_MARGIN_SHARE, FIXED, OUTCOMES,
-                               PREREGISTRATION,
-                               TOLERANCE, VERDICTS, SeedCount, at_least, beyond_noise, every_seed,
-                               falls, falls_by, keeps, no_gain, reachable, rises)
+from analyses.verdicts import (CATASTROPHIC_SHARE, ENTROPY_MARGIN_SHARE, FIXED, MIN_SEEDS,
+                               OUTCOMES, PREREGISTRATION, TOLERANCE, VERDICTS, SeedCount,
+                               at_least, beyond_noise, every_seed, falls, falls_by, keeps, no_gain,
+                               reachable, rises)
 
 MARGIN_WORDS = {rises: "above 0; ±{m}", falls: "below 0; ±{m}", keeps: "a fall of {m}",
                 no_gain: "below {m}",
@@ -50,8 +50,7 @@ def outcome_word(condition) -> str:
     """The part's outcome; one its interval cannot decide (too few seeds, too many undefined draws,
     a null run that shows it too) with what the interval alone says."""
     if condition.one_seed:
-        seeds = condition.value.seeds
-        return (f"undecided: {seeds} seed{'s' * (seeds > 1)} (over problems only: "
+        return (f"undecided: {condition.drawn} (over problems only: "
                 f"{OUTCOMES[condition.measured]})")
     if condition.undefined:
         return (f"undecided: undefined in {condition.value.dropped:.0%} of draws (the rest: "
@@ -282,8 +281,9 @@ def saturation_section(claims: list[Claim]) -> list[str]:
 
 
 def reachable_section(claims: list[Claim]) -> list[str]:
-    """Each claim's parts with their outcome now, and the verdicts its rule can reach
-    (verdicts.reachable: every outcome each part's test gives on a grid of intervals, combined)."""
+    """Each claim's parts with their outcome now, and the verdicts its rule can reach under this
+    design (verdicts.reachable: every outcome each part gives on a grid of intervals over its own
+    count of seeds or populations, combined)."""
     rows = [f"| {claim.number} | "
             + "; ".join(f"{c.name}: {OUTCOMES[c.outcome]}" for c in claim.conditions)
             + f" | {', '.join(reachable(list(claim.conditions)))} |" for claim in claims
@@ -291,5 +291,8 @@ def reachable_section(claims: list[Claim]) -> list[str]:
     return ["## What each rule can reach", "",
             "Each claim's parts with their outcome here, and every verdict its rule can reach on "
             "some data (found "
-            "by trying each part's test on intervals over a grid around 0 and its margin).", "",
+            "by trying each part's test on intervals over a grid around 0 and its margin). Each "
+            "interval tried rests on as many seeds or populations as the part's own: a part over "
+            f"fewer than {MIN_SEEDS} can come out only undecided, whatever the data, and the "
+            "verdicts listed are those this design can reach.", "",
             "| claim | parts: outcome here | verdicts it can reach |", "|---|---|---|", *rows, ""]
