@@ -130,12 +130,15 @@ class Condition:
     None: the margin). Every value rests on random draws the design makes once a seed (a training
     run, an ES population): over fewer than MIN_SEEDS of them (an interval over problems only) the
     part is not decided, and neither is it where the statistic was undefined in more than
-    MAX_UNDEFINED of the bootstrap's draws; `measured` keeps what the interval alone says."""
+    MAX_UNDEFINED of the bootstrap's draws; `measured` keeps what the interval alone says. `reads`:
+    the PREREGISTRATION margin its margin is (or its value is built with) where that is not
+    TOLERANCE's."""
     name: str
     test: Callable
     value: tuple
     margin: float | None = None
     effect: float | None = None
+    reads: str | None = None
 
     @property
     def measured(self) -> bool | str | None:  # the test on the interval as it is
@@ -144,6 +147,13 @@ class Condition:
     @property
     def one_seed(self) -> bool:  # fewer seeds (or populations) than a part needs
         return 0 < getattr(self.value, "seeds", MIN_SEEDS) < MIN_SEEDS
+
+    @property
+    def preregistered(self) -> tuple[str, ...]:
+        """The margins of PREREGISTRATION this part's outcome reads: the seeds and undefined rules
+        (every part's), and its own margin's."""
+        own = self.reads or ("pass" if self.margin == TOLERANCE else None)
+        return ("seeds", "undefined", *([own] if own else []))
 
     @property
     def drawn(self) -> str:

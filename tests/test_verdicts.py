@@ -279,3 +279,30 @@ def test_one_population_cannot_reach_reproduced_however_large_its_js_part():
     assert verdicts.Condition("gain", verdicts.rises, advantage, 0.0035).drawn == "5 seeds"
     assert parts.outcome_word(js) == "undecided: 1 population (over problems only: holds)"
     assert "| undecided: 1 population (over problems: holds) |" in costs.power_row(2, js, 5, 30.0)
+
+
+def test_the_report_reads_the_rules_changed_after_data_and_when_each_design_saw_its_data():
+    """REPORT.md's "Fixed in advance" renders PREREGISTRATION's `changed` (each commit, what it
+    changed, what of this report was known and which of its verdicts moved) and a design's
+    `data_seen` (said to come before the design where it did); each verdict names the margins it
+    reads that were set with this report's data known, as the margins' `data_seen` say."""
+    rows = parts.changed_lines("report/real-cpu")
+    for entry in verdicts.FIXED["changed"]:
+        row = next(line for line in rows if line.startswith(f"| {entry['commit']} |"))
+        assert entry["what"] in row and entry["verdicts"]["report/real-cpu"] in row
+    widened = next(line for line in rows if line.startswith("| ae89ab6 |"))
+    assert "claim 2 not reproduced -> inconclusive" in widened
+    tiny = verdicts.FIXED["reports"]["report"]
+    assert "(before its design was fixed" in parts.data_seen_words(tiny)
+    assert "before" not in parts.data_seen_words(tiny | {"fixed": "2026-11-01"})
+    judged = claim_rules.claim1(evidence())
+    fixed = {name: verdicts.FIXED["margins"][name]["data_seen"]
+             for c in judged.conditions for name in c.preregistered}
+    assert set(fixed) == {"pass", "collapse", "seeds", "undefined"}
+    known = [name for name, seen in sorted(fixed.items())
+             if not seen["report/real-cpu"].startswith("none")]
+    assert parts.known_margins(judged, "report/real-cpu") == ", ".join(known)
+    assert "pass" not in known and "collapse" in known
+    assert parts.known_margins(judged, "elsewhere") == "not recorded for this report"
+    table = parts.parts_section([judged], "report/real-cpu")
+    assert f"| **{judged.verdict}** | {', '.join(known)} |" in "\n".join(table)
