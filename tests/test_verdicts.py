@@ -282,8 +282,8 @@ def test_one_population_cannot_reach_reproduced_however_large_its_js_part():
 
 
 def test_the_report_reads_the_rules_changed_after_data_and_when_each_design_saw_its_data():
-    """REPORT.md's "Fixed in advance" renders PREREGISTRATION's `changed` (each commit, what it
-    changed, what of this report was known and which of its verdicts moved) and a design's
+    """report/REPORT.md's "Fixed in advance" renders PREREGISTRATION's `changed` (each commit,
+    what it changed, what of this report was known and which of its verdicts moved) and a design's
     `data_seen` (said to come before the design where it did); each verdict names the margins it
     reads that were set with this report's data known, as the margins' `data_seen` say."""
     rows = parts.changed_lines("report/real-cpu")
