@@ -119,20 +119,23 @@ class Interval(tuple):
     """(estimate, low, high), a 95% interval, and what it rests on: `se`, `df` (Welch-Satterthwaite;
     0: the normal quantile), `dropped` (the share of problem draws where the statistic was
     undefined), `seeds` (the training seeds it spans: 1 is an interval over problems only),
-    `mc_error` (the Monte Carlo error of its bounds from the bootstrap's finite draws: 0 where the
-    variance is exact) and `detectable` (the smallest effect a two-sided 5% test of this se finds
-    with 80% power: (t_0.975 + t_0.80) x se)."""
+    `drawn` (what `seeds` counts: ("seed",); ("population",) for ES members drawn once; both where
+    a combination rests on as few of each), `mc_error` (the Monte Carlo error of its bounds from the
+    bootstrap's finite draws: 0 where the variance is exact) and `detectable` (the smallest effect a
+    two-sided 5% test of this se finds with 80% power: (t_0.975 + t_0.80) x se)."""
 
     def __new__(cls, estimate: float, se: float, df: int, dropped: float, seeds: int = 0,
-                mc_error: float = 0.0):
+                mc_error: float = 0.0, drawn: tuple[str, ...] = ("seed",)):
         half = t_quantile(T_975, df, 1.960) * se
         self = super().__new__(cls, (estimate, estimate - half, estimate + half))
         self.se, self.df, self.dropped, self.seeds, self.mc_error = se, df, dropped, seeds, mc_error
+        self.drawn = drawn
         self.detectable = (t_quantile(T_975, df, 1.960) + t_quantile(T_80, df, 0.842)) * se
         return self
 
     def negated(self) -> Interval:
-        return Interval(-self[0], self.se, self.df, self.dropped, self.seeds, self.mc_error)
+        return Interval(-self[0], self.se, self.df, self.dropped, self.seeds, self.mc_error,
+                        self.drawn)
 
 
 def informative(ci) -> bool:
@@ -255,8 +258,9 @@ def paired_difference(a: np.ndarray, b: np.ndarray) -> tuple:
 
 def saved_interval(row: dict, key: str) -> Interval:
     """The Interval diversity_row saved as KEY, KEY_error: over the problems of one population drawn
-    (seeds 1: how much another draw of the members would move it is not in it)."""
-    return Interval(row[key], *row[key + "_error"][:3], seeds=1)
+    (seeds 1, counted as a population: how much another draw of the members would move it is not in
+    it)."""
+    return Interval(row[key], *row[key + "_error"][:3], seeds=1, drawn=("population",))
 
 
 def combined(a: Interval, b: Interval, weight: float) -> Interval:
@@ -271,8 +275,10 @@ def combined(a: Interval, b: Interval, weight: float) -> Interval:
     df = variance ** 2 / sum(p ** 2 / d for p, d in zip(parts, dofs)) if variance > 0 else 0
     df = 0 if df >= many / 2 else int(df)
     seeds = min((ci.seeds for ci in (a, b) if ci.seeds), default=0)  # 0: not known
+    # what limits it: what the interval (or both) with the fewest draws counts
+    drawn = tuple(dict.fromkeys(unit for ci in (a, b) if ci.seeds == seeds for unit in ci.drawn))
     return Interval(a[0] - weight * b[0], variance ** 0.5, df, max(a.dropped, b.dropped), seeds,
-                    a.mc_error + weight * b.mc_error)
+                    a.mc_error + weight * b.mc_error, drawn)
 
 
 def seeds_share(ci, seeds: int) -> float:

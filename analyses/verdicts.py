@@ -12,7 +12,7 @@ from pathlib import Path
 
 import numpy as np
 
-from analyses.statistics import informative
+from analyses.statistics import Interval, informative
 
 # Every margin a rule reads, fixed in advance and dated, with its reason and what data were known
 # when it was set: one committed file, which REPORT.md quotes (parts.preregistration_section).
@@ -130,12 +130,15 @@ class Condition:
     None: the margin). Every value rests on random draws the design makes once a seed (a training
     run, an ES population): over fewer than MIN_SEEDS of them (an interval over problems only) the
     part is not decided, and neither is it where the statistic was undefined in more than
-    MAX_UNDEFINED of the bootstrap's draws; `measured` keeps what the interval alone says."""
+    MAX_UNDEFINED of the bootstrap's draws; `measured` keeps what the interval alone says. `reads`:
+    the PREREGISTRATION margin its margin is (or its value is built with) where that is not
+    TOLERANCE's."""
     name: str
     test: Callable
     value: tuple
     margin: float | None = None
     effect: float | None = None
+    reads: str | None = None
 
     @property
     def measured(self) -> bool | str | None:  # the test on the interval as it is
@@ -144,6 +147,21 @@ class Condition:
     @property
     def one_seed(self) -> bool:  # fewer seeds (or populations) than a part needs
         return 0 < getattr(self.value, "seeds", MIN_SEEDS) < MIN_SEEDS
+
+    @property
+    def preregistered(self) -> tuple[str, ...]:
+        """The margins of PREREGISTRATION this part's outcome reads: the seeds and undefined rules
+        (every part's), and its own margin's."""
+        own = self.reads or ("pass" if self.margin == TOLERANCE else None)
+        return ("seeds", "undefined", *([own] if own else []))
+
+    @property
+    def drawn(self) -> str:
+        """What its value rests on, in words: "1 population", "5 seeds", "1 seed and 1 population"
+        (a combination as short of each)."""
+        count = getattr(self.value, "seeds", 0)
+        return " and ".join(f"{count} {unit}{'s' * (count != 1)}"
+                            for unit in getattr(self.value, "drawn", ("seed",)))
 
     @property
     # the statistic undefined in too many bootstrap draws to read its interval
@@ -155,17 +173,23 @@ class Condition:
         return None if self.one_seed or self.undefined else self.measured
 
     def outcomes(self) -> set:
-        """Every outcome the test can give, found by trying it on intervals over a grid around 0 and
-        the margin (and on an undefined one): what the data could make of this condition, whatever
-        they are."""
+        """Every outcome this part can give on some data under its design: `outcome` on intervals
+        over a grid around 0 and the margin (on counts of seeds for every_seed), each resting on as
+        many seeds (or populations) as its value does, and on one whose statistic is undefined in
+        too many draws. So a part over fewer than MIN_SEEDS can give only "undecided"."""
+        seeds = getattr(self.value, "seeds", MIN_SEEDS)
         if self.test in (every_seed, beyond_noise):
-            return {True, False, None}
+            nulls = (0.0, 1.0) if self.test is beyond_noise else (self.margin,)
+            return {dataclasses.replace(self, value=SeedCount((shown, seeds)), margin=null).outcome
+                    for shown in range(seeds + 1) for null in nulls}
         scale = abs(self.margin) if self.margin else 1.0
         points = np.concatenate([-np.logspace(-3, 3, 61), [0.0], np.logspace(-3, 3, 61)]) * scale
-        found = {dataclasses.replace(self, value=(float("nan"),) * 3).measured}
+        undefined = Interval(0.0, scale, 0, 1.0, seeds)
+        found = {dataclasses.replace(self, value=undefined).outcome}
         for low in points:
-            for high in points[points >= low]:
-                found.add(dataclasses.replace(self, value=((low + high) / 2, low, high)).measured)
+            for high in points[points > low]:  # 1.960: the normal quantile an Interval of df 0 uses
+                value = Interval((low + high) / 2, (high - low) / (2 * 1.960), 0, 0.0, seeds)
+                found.add(dataclasses.replace(self, value=value).outcome)
         return found
 
 

@@ -5,7 +5,7 @@ import pytest
 
 from analyses import statistics, verdicts
 from analyses.reproduction import claims as claim_rules
-from analyses.reproduction import readings
+from analyses.reproduction import costs, parts, readings
 
 
 UP, DOWN, KEPT, UNSURE = (0.05, 0.03, 0.07), (-0.10, -0.13,
@@ -220,3 +220,89 @@ def test_a_part_is_not_decided_on_one_seed_nor_on_draws_where_it_is_undefined():
     assert verdicts.Condition("kinds", verdicts.beyond_noise, every, 0.0).outcome is True
     # chance does it too
     assert verdicts.Condition("kinds", verdicts.beyond_noise, every, 1.0).outcome is None
+
+
+def test_outcomes_are_what_a_part_can_give_under_its_design():
+    """Condition.outcomes() applies the rules `outcome` applies: on intervals drawn at random (over
+    1, 3 or 5 seeds, some undefined in half their draws) each part's outcome is among those it
+    says it can give; a part over fewer than MIN_SEEDS seeds or populations can give only
+    "undecided", the same part over 3 each way."""
+    rng = np.random.default_rng(11)
+    tests = ((verdicts.rises, 0.0035), (verdicts.falls, 0.0035), (verdicts.keeps, 0.0035),
+             (verdicts.no_gain, 0.0035), (verdicts.at_least, 10.0), (verdicts.falls_by, 0.5),
+             (verdicts.rises, None))
+    for test, margin in tests:
+        scale = margin or 1.0
+        for seeds in (1, 3, 5):
+            reach = verdicts.Condition("a part", test, statistics.Interval(
+                0.0, scale, 0, 0.0, seeds), margin).outcomes()
+            assert (reach == {None}) is (seeds < verdicts.MIN_SEEDS), (test, seeds, reach)
+            assert seeds < verdicts.MIN_SEEDS or {True, False, None} <= reach, (test, reach)
+            for _ in range(200):
+                ci = statistics.Interval(rng.normal(0, 3 * scale), rng.exponential(scale), 0,
+                                         rng.choice([0.0, 0.5]), seeds)
+                part = verdicts.Condition("a part", test, ci, margin)
+                assert part.outcome in reach, (test, ci, part.outcome, reach)
+    for shown in range(4):
+        for seeds, null in ((1, 0.0), (3, 0.0), (3, 1.0)):
+            kinds = verdicts.Condition("kinds", verdicts.beyond_noise,
+                                       verdicts.SeedCount((min(shown, seeds), seeds)), null)
+            assert kinds.outcome in kinds.outcomes()
+    assert verdicts.Condition("kinds", verdicts.every_seed,
+                              verdicts.SeedCount((1, 1))).outcomes() == {None}
+
+
+def test_one_population_cannot_reach_reproduced_however_large_its_js_part():
+    """Claim 2 on a JS part 70x the tiny report's (+0.0007) beside a clear advantage over 5 seeds:
+    on one population drawn it reads inconclusive, and "reproduced" is not among the verdicts its
+    rule can reach there (a one-seed part reaches only undecided; only the advantage can fail);
+    over 3 populations the same numbers reproduce. The labels name what limits each part."""
+    rng = np.random.default_rng(5)
+    advantage = statistics.interval(lambda m: m["d"],
+                                    {"d": 0.02 + rng.normal(0, 0.02, (5, 500))})
+    row = {"gain_counts": 0.049, "gain_counts_error": [0.004, 400, 0.0]}
+    one = statistics.saved_interval(row, "gain_counts")
+    three = statistics.Interval(0.049, 0.004, 400, 0.0, 3, drawn=("population",))
+    for js_part, expected, reach in (
+            (one, "inconclusive", ["not reproduced", "inconclusive"]),
+            (three, "reproduced", ["reproduced", "small", "not reproduced", "inconclusive"])):
+        judged = claim_rules.claim2(evidence(
+            diversity_js_gain_counts=js_part, es_passk_advantage=advantage,
+            js_part_minus_explained_share=readings.explained(js_part, advantage)))
+        assert judged.verdict == expected and judged.conditions[0].measured is True
+        assert verdicts.reachable(list(judged.conditions)) == reach
+    js, _, explains = claim_rules.claim2(evidence(
+        diversity_js_gain_counts=one, es_passk_advantage=statistics.Interval(
+            0.02, 0.005, 40, 0.0, 1), js_part_minus_explained_share=readings.explained(
+            one, statistics.Interval(0.02, 0.005, 40, 0.0, 1)))).conditions
+    assert (js.drawn, explains.drawn) == ("1 population", "1 population and 1 seed")
+    assert verdicts.Condition("gain", verdicts.rises, advantage, 0.0035).drawn == "5 seeds"
+    assert parts.outcome_word(js) == "undecided: 1 population (over problems only: holds)"
+    assert "| undecided: 1 population (over problems: holds) |" in costs.power_row(2, js, 5, 30.0)
+
+
+def test_the_report_reads_the_rules_changed_after_data_and_when_each_design_saw_its_data():
+    """report/REPORT.md's "Fixed in advance" renders PREREGISTRATION's `changed` (each commit,
+    what it changed, what of this report was known and which of its verdicts moved) and a design's
+    `data_seen` (said to come before the design where it did); each verdict names the margins it
+    reads that were set with this report's data known, as the margins' `data_seen` say."""
+    rows = parts.changed_lines("report/smollm2-add-cpu")
+    for entry in verdicts.FIXED["changed"]:
+        row = next(line for line in rows if line.startswith(f"| {entry['commit']} |"))
+        assert entry["what"] in row and entry["verdicts"]["report/smollm2-add-cpu"] in row
+    widened = next(line for line in rows if line.startswith("| ae89ab6 |"))
+    assert "claim 2 not reproduced -> inconclusive" in widened
+    tiny = verdicts.FIXED["reports"]["report"]
+    assert "(before its design was fixed" in parts.data_seen_words(tiny)
+    assert "before" not in parts.data_seen_words(tiny | {"fixed": "2026-11-01"})
+    judged = claim_rules.claim1(evidence())
+    fixed = {name: verdicts.FIXED["margins"][name]["data_seen"]
+             for c in judged.conditions for name in c.preregistered}
+    assert set(fixed) == {"pass", "collapse", "seeds", "undefined"}
+    known = [name for name, seen in sorted(fixed.items())
+             if not seen["report/smollm2-add-cpu"].startswith("none")]
+    assert parts.known_margins(judged, "report/smollm2-add-cpu") == ", ".join(known)
+    assert "pass" not in known and "collapse" in known
+    assert parts.known_margins(judged, "elsewhere") == "not recorded for this report"
+    table = parts.parts_section([judged], "report/smollm2-add-cpu")
+    assert f"| **{judged.verdict}** | {', '.join(known)} |" in "\n".join(table)

@@ -86,7 +86,8 @@ def claim1(e: dict) -> Claim:
     else:
         unmeasured.append(("GRPO raises Pass@1 more than ES", "no ES path at GRPO's sequences"))
     conditions += [Condition("GRPO's token entropy collapses (at its end, at most half the base's)",
-                             falls_by, e["grpo_entropy_relative_change"], COLLAPSE),
+                             falls_by, e["grpo_entropy_relative_change"], COLLAPSE,
+                             reads="collapse"),
                    Condition(f"GRPO's Pass@{k} falls below the base's (at its end)", falls,
                              e["grpo_passk_change"], TOLERANCE)]
     if rates:
@@ -151,7 +152,8 @@ def claim2(e: dict) -> Claim:
                             f"explain)", rises, e["es_passk_advantage"], TOLERANCE, passk_effect),
                   Condition(f"the JS part explains it: at least {EXPLAINED_SHARE:g} of that "
                             f"advantage (the JS part "
-                            "minus that share)", rises, e["js_part_minus_explained_share"]))
+                            "minus that share)", rises, e["js_part_minus_explained_share"],
+                            reads="explained"))
     shown = (Shown("the rate model's JS part", e["diversity_js_gain"], 4),
              Shown("the formula's predicted / measured JS part (a check of its approximation)",
                    e["diversity_ratio"], 2),
@@ -200,7 +202,7 @@ def claim4(e: dict) -> Claim:
     where = "at matched Pass@1 gain" if matched else "at the runs' ends"
     zeroed = f"{100 * e['sparsity']:.0f}%"
     conditions = (Condition(f"ES drifts at least {DRIFT_RATIO:g}x as far as GRPO ({where}; the "
-                            f"paper: about 40x)", at_least, ratio, DRIFT_RATIO),
+                            f"paper: about 40x)", at_least, ratio, DRIFT_RATIO, reads="drift"),
                   Condition(f"zeroing the smallest {zeroed} of ES's update keeps Pass@1", keeps,
                             e["sparse_pass1_change"], TOLERANCE),
                   Condition("that update keeps Pass@1 beyond Gaussian geometry's share", rises,
@@ -247,9 +249,9 @@ def claim5(e: dict) -> Claim:
     and, as the paper saw it, held-out Pass@K rose after ES and fell after GRPO."""
     margin, k = e["catastrophic_margin"], e["k"]
     conditions = (Condition(f"held-out Pass@{k} after ES keeps its level (no catastrophic fall)",
-                            keeps, e["es_heldout_change"], margin),
+                            keeps, e["es_heldout_change"], margin, reads="catastrophic"),
                   Condition("ES forgets no more than a noise control of its update's size", keeps,
-                            e["es_minus_noise_heldout"], margin),
+                            e["es_minus_noise_heldout"], margin, reads="catastrophic"),
                   Condition(f"held-out Pass@{k} rises after ES", rises, e["es_heldout_change"],
                             TOLERANCE),
                   Condition(f"held-out Pass@{k} falls after GRPO", falls, e["grpo_heldout_change"],

@@ -100,7 +100,7 @@ def power_row(number: int, c, seeds: int, per_seed: float) -> str:
     needed, factor = seeds_for(c.value, target, seeds), problems_for(c.value, target, seeds)
     # undecided for want of seeds: their spread is not in the interval, so not in the plan
     if c.one_seed:
-        return (f"| {number} | {c.name} | undecided: {seeds} seed (over problems: "
+        return (f"| {number} | {c.name} | undecided: {c.drawn} (over problems: "
                 f"{OUTCOMES[c.measured]}) | {detectable(c.value)} | {target:.4g} | {MIN_SEEDS} "
                 f"at least (their spread unmeasured) | "
                 f"{f'{factor:.1f}x' if factor else 'no number'} | - |")

@@ -12,10 +12,10 @@ from analyses.paths import LABELS
 from analyses.reproduction.claims import Claim
 from analyses.reproduction.readings import SATURATION
 from analyses.statistics import shown
-from analyses.verdicts import (CATASTROPHIC_SHARE, ENTROPY_MARGIN_SHARE, FIXED, OUTCOMES,
-                               PREREGISTRATION,
-                               TOLERANCE, VERDICTS, SeedCount, at_least, beyond_noise, every_seed,
-                               falls, falls_by, keeps, no_gain, reachable, rises)
+from analyses.verdicts import (CATASTROPHIC_SHARE, ENTROPY_MARGIN_SHARE, FIXED, MIN_SEEDS,
+                               OUTCOMES, PREREGISTRATION, TOLERANCE, VERDICTS, SeedCount,
+                               at_least, beyond_noise, every_seed, falls, falls_by, keeps, no_gain,
+                               reachable, rises)
 
 MARGIN_WORDS = {rises: "above 0; ±{m}", falls: "below 0; ±{m}", keeps: "a fall of {m}",
                 no_gain: "below {m}",
@@ -50,8 +50,7 @@ def outcome_word(condition) -> str:
     """The part's outcome; one its interval cannot decide (too few seeds, too many undefined draws,
     a null run that shows it too) with what the interval alone says."""
     if condition.one_seed:
-        seeds = condition.value.seeds
-        return (f"undecided: {seeds} seed{'s' * (seeds > 1)} (over problems only: "
+        return (f"undecided: {condition.drawn} (over problems only: "
                 f"{OUTCOMES[condition.measured]})")
     if condition.undefined:
         return (f"undecided: undefined in {condition.value.dropped:.0%} of draws (the rest: "
@@ -61,16 +60,32 @@ def outcome_word(condition) -> str:
     return OUTCOMES[condition.outcome]
 
 
-def parts_section(claims: list[Claim]) -> list[str]:
-    """REPORT.md's opening table: every part of every claim, then each claim's verdict and what it
-    shows."""
+def known_margins(claim: Claim, key: str) -> str:
+    """The margins a claim's verdict reads (its parts' Condition.preregistered) that were set with
+    the report `key`'s data known, as PREREGISTRATION's data_seen says."""
+    names = sorted({name for c in claim.conditions for name in c.preregistered})
+    seen = [FIXED["margins"][name]["data_seen"].get(key) for name in names]
+    if None in seen:
+        return "not recorded for this report"
+    return ", ".join(name for name, said in zip(names, seen) if not said.startswith("none")) or "-"
+
+
+def parts_section(claims: list[Claim], key: str | None = None) -> list[str]:
+    """REPORT.md's opening table: every part of every claim, then each claim's verdict (with the
+    margins it reads that were set with the report `key`'s data known) and what it shows."""
     rows = []
     for claim in claims:
         rows += [f"| {claim.number} | {c.name} | {estimate(c.value)} | {margin_word(c)} | "
                  f"{outcome_word(c)} |" for c in claim.conditions]
         rows += [f"| {claim.number} | {part} | - | - | not measured: {why} |"
                  for part, why in claim.unmeasured]
+    header, rule = "| claim | verdict |", "|---|---|"
     verdicts = [f"| {claim.number}. {claim.statement} | **{claim.verdict}** |" for claim in claims]
+    if key is not None:  # the margins table's flag, carried to each verdict that reads the margin
+        header += " margins it reads set with this report's data known |"
+        rule += "---|"
+        verdicts = [f"{line} {known_margins(claim, key)} |"
+                    for line, claim in zip(verdicts, claims)]
     context = []
     for claim in claims:
         if claim.shown:
@@ -89,7 +104,7 @@ def parts_section(claims: list[Claim]) -> list[str]:
             "Pass@1.", "",
             "| claim | part | estimate [95% interval] | margin | outcome |",
             "|---|---|---|---|---|", *rows, "",
-            "| claim | verdict |", "|---|---|", *verdicts, "", *context]
+            header, rule, *verdicts, "", *context]
 
 
 def stability_lines(record: dict) -> list[str]:
@@ -117,7 +132,8 @@ def report_key(out) -> str:
 
 def preregistration_section(plan) -> list[str]:
     """The margins and this report's design as fixed in advance (verdicts.FIXED), with when each was
-    fixed and what data were known then; this invocation's design against the fixed one."""
+    fixed and what data were known then; the rules changed after data (FIXED's `changed`); this
+    invocation's design against the fixed one."""
     key = report_key(plan.out)
     design = FIXED["reports"].get(key)
     margins = {name: {"value": f"{entry['value']:g}", "unit": entry["unit"],
@@ -128,12 +144,12 @@ def preregistration_section(plan) -> list[str]:
             f"{m['why']} |" for name, m in margins.items()]
     where = PREREGISTRATION.relative_to(PREREGISTRATION.parents[1])
     lines = ["## Fixed in advance", "",
-             f"Each margin and this report's design are fixed in `{where}` (dated; a margin "
-             f"changed later appears there beside the fixed one, which the rules read). Where a "
-             "margin was set with this report's data known, the table says so: its outcome is "
-             "weaker evidence than one fixed before.", "",
+             f"Each margin and this report's design are fixed in `{where}` (dated). Where a "
+             "margin was set with this report's data known, the table says so, and so does each "
+             "verdict that reads it (the verdicts' table above): its outcome is weaker evidence "
+             "than one fixed before.", "",
              "| margin | value | unit | fixed | data known then | why |",
-             "|---|---|---|---|---|---|", *rows, ""]
+             "|---|---|---|---|---|---|", *rows, "", *changed_lines(key)]
     if design is None:
         return lines + [f"No design was fixed in advance for `{key}`.", ""]
     here = {"seeds": plan.seeds, "eval_problems": plan.args.eval_problems, "samples": plan.samples,
@@ -145,8 +161,34 @@ def preregistration_section(plan) -> list[str]:
                     f"task "
                     f"{design['task']}, seeds {design['seeds']}, {design['eval_problems']} "
                     f"problems x "
-                    f"{design['samples']} samples; {design['reason']}. This invocation "
+                    f"{design['samples']} samples; {design['reason']}. "
+                    + data_seen_words(design) + "This invocation "
                     + (f"differs: {'; '.join(differ)}." if differ else "keeps it."), ""]
+
+
+def changed_lines(key: str) -> list[str]:
+    """Every rule or margin changed after data were seen (FIXED's `changed`): its commit, what it
+    changed, what of this report was known then and which of its verdicts it moved."""
+    rows = [f"| {entry['commit']} | {entry['date']} | {entry['rules']} | {entry['what']} | "
+            f"{entry['data_seen'].get(key, 'not recorded for this report')} | "
+            f"{entry['verdicts'].get(key, 'not recorded for this report')} |"
+            for entry in FIXED.get("changed", [])]
+    return ["Rules and margins changed after data were seen, each listed in the same file; the "
+            "rules above are as they stand after these changes:", "",
+            "| commit | date | rules | what changed | this report's data known then | its "
+            "verdicts moved |", "|---|---|---|---|---|---|", *rows, ""] if rows else []
+
+
+def data_seen_words(design: dict) -> str:
+    """When the design's data were first committed (its `data_seen`), and whether that came before
+    the design was fixed."""
+    seen = design.get("data_seen")
+    if seen is None:
+        return "When its data were first committed is not recorded. "
+    before = (" (before its design was fixed: the design is not blind to them)"
+              if seen["date"] < design["fixed"] else "")
+    return (f"Its data were first committed on {seen['date']} ({seen['commit']}){before}: "
+            f"{seen['what']}. ")
 
 
 def replicate_section(evidence) -> list[str]:
@@ -231,7 +273,7 @@ def rules_section() -> list[str]:
         f"Margins: Pass@K and Pass@1, {TOLERANCE:g}; token entropy, {ENTROPY_MARGIN_SHARE:g} of "
         f"the base model's, in "
         f"nats; catastrophic forgetting, a fall of {CATASTROPHIC_SHARE:g} of the base model's "
-        f"held-out Pass@K; the others as the table gives them. A claim's verdict: "
+        f"held-out Pass@K; " "the others as the table gives them. A claim's verdict: "
         + "; ".join(f"*{word}*: {meaning}" for word, meaning in VERDICTS.items())
         + ". Values shown beside the parts are context: in no verdict.", ""]
 
@@ -259,9 +301,9 @@ def saturation_section(claims: list[Claim]) -> list[str]:
     if grpo is not None:
         room = base - grpo["end_pass1"]
         lines.append(f"- Claim 1's part \"GRPO's Pass@{k} falls below the base's\" reads the "
-                     f"calibrated GRPO run at its end (Pass@1 {grpo['end_pass1']:.3f}): "
+                     f"calibrated GRPO run at " f"its end (Pass@1 {grpo['end_pass1']:.3f}): "
                      + ("it cannot hold there (no room to fall), and so is decided against by the "
-                        "ceiling, not by a loss of coverage." if room <= 0 else
+                        "ceiling, not " "by a loss of coverage." if room <= 0 else
                         f"its Pass@{k} can fall at most {room:.3f} below the base's."))
     if not lines:
         return []
@@ -282,8 +324,9 @@ def saturation_section(claims: list[Claim]) -> list[str]:
 
 
 def reachable_section(claims: list[Claim]) -> list[str]:
-    """Each claim's parts with their outcome now, and the verdicts its rule can reach
-    (verdicts.reachable: every outcome each part's test gives on a grid of intervals, combined)."""
+    """Each claim's parts with their outcome now, and the verdicts its rule can reach under this
+    design (verdicts.reachable: every outcome each part gives on a grid of intervals over its own
+    count of seeds or populations, combined)."""
     rows = [f"| {claim.number} | "
             + "; ".join(f"{c.name}: {OUTCOMES[c.outcome]}" for c in claim.conditions)
             + f" | {', '.join(reachable(list(claim.conditions)))} |" for claim in claims
@@ -291,5 +334,8 @@ def reachable_section(claims: list[Claim]) -> list[str]:
     return ["## What each rule can reach", "",
             "Each claim's parts with their outcome here, and every verdict its rule can reach on "
             "some data (found "
-            "by trying each part's test on intervals over a grid around 0 and its margin).", "",
+            "by trying each part's test on intervals over a grid around 0 and its margin). Each "
+            "interval tried rests on as many seeds or populations as the part's own: a part over "
+            f"fewer than {MIN_SEEDS} can come out only undecided, whatever the data, and the "
+            "verdicts listed are those this design can reach.", "",
             "| claim | parts: outcome here | verdicts it can reach |", "|---|---|---|", *rows, ""]

@@ -14,8 +14,8 @@ from analyses.reproduction.claims import Claim
 from analyses.reproduction.costs import budgets_section, minutes_section, power_section
 from analyses.reproduction.evidence import Evidence
 from analyses.reproduction.parts import (claim_records, parts_section, preregistration_section,
-                                         reachable_section, replicate_section, rules_section,
-                                         saturation_section, stability_lines)
+                                         reachable_section, replicate_section, report_key,
+                                         rules_section, saturation_section, stability_lines)
 from analyses.reproduction.scaling import scale_section
 from analyses.statistics import Interval, mean_std, per_problem, shown
 from analyses.verdicts import MIN_SEEDS
@@ -27,7 +27,8 @@ def write_report(evidence: Evidence, claims: list[Claim], stability: dict):
     stability: the outcomes under other bootstrap seeds (parts.stability)."""
     draw_plots(evidence)
     plan = evidence.plan
-    sections = [*report_header(evidence), *parts_section(claims), *stability_lines(stability),
+    sections = [*report_header(evidence), *parts_section(claims, report_key(plan.out)),
+                *stability_lines(stability),
                 *rules_section(), *preregistration_section(plan), *replicate_section(evidence),
                 *saturation_section(claims), *reachable_section(claims),
                 *budgets_section(evidence), *minutes_section(evidence),
