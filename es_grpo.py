@@ -808,8 +808,8 @@ class RunFolder:
     def open(self, args: Args, ranks) -> Args:  # before anything is loaded: the args to run
         out = Path(args.out)
         if out.exists() and (not out.is_dir() or any(out.iterdir())):
-            raise BadInput(f"--out {out}: exists; python -m scale.train --resume {out} continues "
-                           "a scale.train run, --overwrite replaces one (not a folder with none)")
+            raise BadInput(f"--out {out}: exists; python -m scale.train --resume {out} continues a "
+                           "run, --overwrite replaces one (never a folder that holds no run)")
         return args
 
     def create(self, args: Args, ranks):  # every input read: the folder, with config.json

@@ -273,7 +273,7 @@ def rules_section() -> list[str]:
         f"Margins: Pass@K and Pass@1, {TOLERANCE:g}; token entropy, {ENTROPY_MARGIN_SHARE:g} of "
         f"the base model's, in "
         f"nats; catastrophic forgetting, a fall of {CATASTROPHIC_SHARE:g} of the base model's "
-        f"held-out Pass@K; " "the others as the table gives them. A claim's verdict: "
+        f"held-out Pass@K; the others as the table gives them. A claim's verdict: "
         + "; ".join(f"*{word}*: {meaning}" for word, meaning in VERDICTS.items())
         + ". Values shown beside the parts are context: in no verdict.", ""]
 
@@ -301,9 +301,9 @@ def saturation_section(claims: list[Claim]) -> list[str]:
     if grpo is not None:
         room = base - grpo["end_pass1"]
         lines.append(f"- Claim 1's part \"GRPO's Pass@{k} falls below the base's\" reads the "
-                     f"calibrated GRPO run at " f"its end (Pass@1 {grpo['end_pass1']:.3f}): "
+                     f"calibrated GRPO run at its end (Pass@1 {grpo['end_pass1']:.3f}): "
                      + ("it cannot hold there (no room to fall), and so is decided against by the "
-                        "ceiling, not " "by a loss of coverage." if room <= 0 else
+                        "ceiling, not by a loss of coverage." if room <= 0 else
                         f"its Pass@{k} can fall at most {room:.3f} below the base's."))
     if not lines:
         return []
