@@ -682,7 +682,7 @@ def score_members(run: Context, state: ESState, problems: list[dict], seeds: lis
                   seed: int) -> tuple[dict, dict]:
     """Every member's reward, tokens and entropy sum, (N,), problems solved, (N, P), and the eps
     drawn that es_update may reuse, by (seed, tensor index): here none, members set in turn. The
-    score_members hook: scale/population.py decodes them in one batch, over processes."""
+    score_members hook: scale/es.py draws each eps once, batches them, over processes."""
     scores = new_scores(len(seeds), len(problems))
     prompts = [prompt_text(p, run.tokenizer) for p in problems]
     for member, member_seed in enumerate(seeds):
@@ -837,12 +837,12 @@ class Context:
     generate: Callable = rollout  # or a function with its signature (scale/: chunks, vLLM)
     ranks: OneProcess = ONE_PROCESS  # how work splits over processes (scale/distributed.py)
     es_weights: Callable | None = None  # model -> where ES sets members (scale/: an engine's)
-    score_members: Callable = score_members  # scale/population.py: the population in one batch
+    score_members: Callable = score_members  # scale/es.py: batched, eps drawn once, processes
     grpo_step: Callable = grpo_step  # scale/grpo.py: micro-batches, shared prompts, processes
     folder: RunFolder = field(default_factory=RunFolder)  # run files (scale/runs.py: --resume)
     problems: Callable = evaluation_sets  # (args, tokenizer) -> problems (scale/config.py: files)
     grade: Callable = grade  # (problem, completion) -> (reward, key) (scale/verifier.py: bounded)
-    es_update: Callable = es_update  # scale/es_noise.py: each member's eps drawn once, not twice
+    es_update: Callable = es_update  # scale/es.py: from the eps the scorer summed or kept
     train: list[dict] = field(default_factory=list)
     evaluation: list[dict] = field(default_factory=list)  # evaluated after each stage
     heldout: dict = field(default_factory=dict)  # task family -> problems (forgetting)

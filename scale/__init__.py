@@ -5,8 +5,8 @@ built in one place (assembly.py) from the settings (config.py). What each hook b
   vLLM's engine (vllm_rollout.py);
 - `ranks`: torchrun process groups, DDP and FSDP2 for GRPO and weight-agreement checks
   (distributed.py); `grpo_step`: micro-batches and shared prompts (grpo.py);
-- `score_members`, `es_update`: the ES population in one batch (population.py) and each member's
-  noise drawn once or read from a table (es_noise.py);
+- `score_members`, `es_update`: one ES engine (es.py): each member's noise drawn once or read
+  from a table, members decoded in one batch (population.py);
 - `folder`: run folders with checkpoints, --resume and locks (runs.py), live trackers
   (tracking.py); `problems`: JSONL files and reasoning-gym's tasks (config.py, gym.py); `grade`:
   math-verify bounded in any thread (verifier.py).

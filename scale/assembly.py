@@ -18,9 +18,9 @@ from es_grpo import flag
 from scale import verifier
 from scale.config import Args, evaluation_sets
 from scale.decode import FastRollout
-from scale.es_noise import NOISES, DrawnOnce, NoiseTable, OnceUpdate
+from scale.es import NOISES, PER_TENSOR, NoiseTable, PopulationScorer, Update
 from scale.grpo import grpo_step
-from scale.population import MODES, PopulationScorer
+from scale.population import MODES
 from scale.runs import ResumableFolder
 from scale.tracking import TRACKERS, TrackedFolder, missing
 
@@ -50,8 +50,7 @@ class ScaleArgs:
     es_noise: str = flag("once", "ES's eps: once (each member's drawn once, on every core, and "
                                  "summed as it is scored: the update draws nothing again), "
                                  "redrawn (es_grpo.py's two draws) or table (a departure: one "
-                                 "shared Gaussian table, each member an offset; members one at a "
-                                 "time)", NOISES)
+                                 "shared Gaussian table, each member an offset)", NOISES)
     es_batched: str = flag("auto", "decode ES members in one batch, in the model's own dtype (HF "
                                    "rollout; auto: if greedy, without --rollout-dtype's copy, and "
                                    "the weights fit in 1 GiB or half the free GPU)", MODES)
@@ -73,7 +72,7 @@ def hooks(args: Args, scale: ScaleArgs | None = None, engine=None, launcher=None
     es_grpo.OneProcess)."""
     scale = scale or ScaleArgs()
     in_engine_es = engine is not None and args.algo == "es"  # the trainer's model: only saved
-    made = dict(generate=rollout_hook(args, scale, engine), **es_hooks(args, scale, engine),
+    made = dict(generate=rollout_hook(args, scale, engine), **es_hooks(args, scale),
                 grpo_step=grpo_step, problems=evaluation_sets, grade=verifier.grade,
                 folder=run_folder(scale))
     if engine is not None:  # ES's members: the engine's weights, in any stage
@@ -96,15 +95,11 @@ def run_folder(scale: ScaleArgs) -> ResumableFolder:
     return TrackedFolder(scale.report_to, *folder)
 
 
-def es_hooks(args: Args, scale: ScaleArgs, engine) -> dict:
-    """The population's scorer and the update, by --es-noise: each member's eps drawn once where
-    members are decoded one at a time on the HF path (an engine's members: es_grpo.py's way)."""
-    if scale.es_noise == "redrawn" or engine is not None:
-        return dict(score_members=PopulationScorer(scale.es_batched))
-    source = NoiseTable(args.seed) if scale.es_noise == "table" else es_grpo.noise
-    mode = "off" if scale.es_noise == "table" else scale.es_batched  # the table: one at a time
-    return dict(score_members=PopulationScorer(mode, DrawnOnce(source)),
-                es_update=OnceUpdate(source))
+def es_hooks(args: Args, scale: ScaleArgs) -> dict:
+    """The population's scorer and the update (scale/es.py), sharing --es-noise's source."""
+    source = NoiseTable(args.seed) if scale.es_noise == "table" else PER_TENSOR
+    scorer = PopulationScorer(source, scale.es_batched, reuse=scale.es_noise != "redrawn")
+    return dict(score_members=scorer, es_update=Update(source))
 
 
 def rollout_hook(args: Args, scale: ScaleArgs, engine):

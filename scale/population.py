@@ -1,9 +1,9 @@
-"""The ES population decoded in one batch: es_grpo.run's `score_members` hook.
+"""The ES population decoded in one batch: scale/es.py's batched path.
 
 es_grpo.score_members scores the members one at a time, each set in the model's weights. Here every
 member's rows are decoded together, each row block with its member's weights master + sigma * eps_n,
 through batched matmuls on stacked weights (embedding, linear and norm layers): the rewards and
-update of scoring members one by one, up to float rounding (tests/test_es.py:
+update of scoring members one by one, up to float rounding (tests/test_population.py:
 test_population_batched_es_scores_and_updates_as_member_by_member), at about what plain inference of
 the same rows costs (report/NOTES.md, Performance). It holds N copies of the weights and their
 noise, so `auto` uses it only for greedy ES on the HF rollout when they fit.
@@ -12,72 +12,15 @@ from __future__ import annotations
 
 import contextlib
 import copy
-import dataclasses
 from collections.abc import Callable
 
 import torch
 
-from es_grpo import (Context, ESState, new_scores, noise, prompt_text, rollout, score_member,
-                     score_members)
+from es_grpo import Context, ESState, noise, rollout
 from scale.chunks import chunked_rollout
 from scale.decode import FastRollout
 
 MODES = ("auto", "on", "off")
-
-
-class PopulationScorer:
-    """es_grpo.run's score_members hook, with es_grpo.score_members's contract: (run, state,
-    problems, seeds, seed) -> (scores, drawn), every member's reward, tokens and entropy sum (N,)
-    and problems solved (N, P), summed over the processes, each of which scores a share of the
-    members; drawn: the eps it generated, by (seed, tensor index), which es_update reuses. mode: on,
-    off (one at a time, as es_grpo.score_members) or auto (members_together)."""
-
-    def __init__(self, mode: str = "auto", once=None):
-        """once: the member-by-member path where it runs on one process (scale/es_noise.py's
-        DrawnOnce: each eps drawn once); None: es_grpo.score_members's."""
-        self.mode, self.once = mode, once
-
-    def __call__(self, run: Context, state: ESState, problems: list[dict], seeds: list[int],
-                 seed: int) -> tuple[dict, dict]:
-        mine = run.ranks.share(range(len(seeds)))
-        together = members_together(run, state, len(problems), len(mine), self.mode)
-        if not together and self.once is not None and run.ranks.world_size == 1:
-            return self.once(run, state, problems, seeds, seed)
-        if not together:
-            return one_at_a_time(run, state, problems, seeds, seed)
-        try:
-            return self.batched(run, state, problems, seeds, seed, together)
-        except NotImplementedError:  # a layer it cannot batch: one member at a time instead
-            return one_at_a_time(run, state, problems, seeds, seed)
-
-    @staticmethod
-    def batched(run: Context, state: ESState, problems: list[dict], seeds: list[int], seed: int,
-                together: int) -> tuple[dict, dict]:
-        P, mine, drawn = len(problems), run.ranks.share(range(len(seeds))), {}
-        scores, prompts = new_scores(len(seeds),
-                                     P), [prompt_text(p, run.tokenizer) for p in problems]
-        sampling = run.args.sampling("es", seed)
-        for group in [mine[i:i + together] for i in range(0, len(mine), together)]:
-            with population_forward(run.model, state, [seeds[m] for m in group], run.args.es_sigma,
-                                    drawn):
-                roll = decode_as_is(run.generate)(
-                    run.model, run.tokenizer, prompts * len(group),
-                    dataclasses.replace(sampling, batch_size=len(group) * P))
-            for j, member in enumerate(group):
-                score_member(run, scores, member, problems, roll.rows(slice(j * P, (j + 1) * P)))
-        return run.ranks.sum(scores), drawn  # every process has every member's scores now
-
-
-def one_at_a_time(run: Context, state: ESState, problems: list[dict], seeds: list[int],
-                  seed: int) -> tuple[dict, dict]:
-    """es_grpo.score_members on this process's share of the members, the scores summed over
-    processes."""
-    mine = run.ranks.share(range(len(seeds)))
-    part, _ = score_members(run, state, problems, [seeds[member] for member in mine], seed)
-    scores = new_scores(len(seeds), len(problems))
-    for name, values in part.items():
-        scores[name][mine] = values
-    return run.ranks.sum(scores), {}  # every process has every member's scores now
 
 
 def members_together(run: Context, state: ESState, prompts: int, mine: int, mode: str) -> int:
@@ -106,15 +49,17 @@ def decode_as_is(generate: Callable) -> Callable:
     return generate.as_is if isinstance(generate, FastRollout) else generate
 
 
-def population_forward(model, state: ESState, seeds: list[int], sigma: float, drawn: dict):
+def population_forward(model, state: ESState, seeds: list[int], sigma: float, drawn: dict,
+                       source=noise):
     """A context inside which row block n of every batch runs with member n's weights
     master + sigma * eps_n, as set_weights builds them (batched_layers: NotImplementedError for a
-    layer it cannot batch). Each eps is kept in drawn[seed, index] for es_update."""
+    layer it cannot batch), eps from source (es_grpo.noise's contract). Each eps is kept in
+    drawn[seed, index] for the update."""
     stacked = {}  # shared by tied layers
     def members(i: int, param: torch.Tensor) -> torch.Tensor:  # (N, *shape) of params[i]
         if i not in stacked:
             for seed in seeds:
-                drawn[seed, i] = noise(seed, i, param)
+                drawn[seed, i] = source(seed, i, param)
             base = state.master[i].to(param.device)
             stacked[i] = torch.stack([(base + sigma * drawn[seed, i]).to(param.dtype)
                                       for seed in seeds])

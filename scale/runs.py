@@ -76,6 +76,7 @@ class ResumableFolder(RunFolder):
     def __init__(self, resume: str = "", save_every: int = 10, base_from: str = ""):
         self.resume, self.save_every, self.locks, self.checkpoint = resume, save_every, [], None
         self.base_from, self.base = base_from, None
+        self.es_paths = []  # the ES scorer's paths so far (scale/es.py), in config.json
 
     def open(self, args: Args, ranks) -> Args:
         """open_folder's settings, and with --base-from that run's base evaluation (read before
@@ -96,6 +97,7 @@ class ResumableFolder(RunFolder):
         folder = Path(self.resume)
         try:
             saved = saved_settings(json.loads((folder / "config.json").read_text()))
+            self.es_paths = list(saved.get("es_paths", []))
             self.locks.append(hold(folder) if ranks.is_main else None)
             path = folder / "checkpoint.pt"
             self.checkpoint = torch.load(path, weights_only=False) if path.exists() else None
@@ -171,8 +173,20 @@ class ResumableFolder(RunFolder):
             load_grpo_state(run.ranks, stage.state, saved)
 
     def after_update(self, run: Context, stage: Stage, results: list):
+        self.record_es_path(run)
         if stage.done == stage.updates or (self.save_every and stage.done % self.save_every == 0):
             self.save(run, stage.index, stage_state(run, stage), results)
+
+    def record_es_path(self, run: Context):
+        """config.json's es_paths: each path the ES scorer took (batched, summed, kept, redrawn),
+        in the order first taken."""
+        path = getattr(run.score_members, "path", None)
+        if path is None or path in self.es_paths or not run.ranks.is_main:
+            return
+        self.es_paths.append(path)
+        config = Path(run.args.out) / "config.json"
+        saved = json.loads(config.read_text()) | {"es_paths": self.es_paths}
+        atomic_write(config, lambda tmp: tmp.write_text(json.dumps(saved, indent=2)))
 
     def after_stage(self, run: Context, index: int, results: list):
         self.save(run, index + 1, None, results)

@@ -62,7 +62,7 @@ def train_values(line: dict, previous: dict | None, run) -> dict[str, float]:
     values |= {"es/sigma": float(args.es_sigma), "es/alpha": float(args.es_alpha)}
     if line.get("member_rewards"):
         values["es/member_reward_min"] = float(min(line["member_rewards"]))
-    norm = getattr(run.es_update, "step_norm", None)  # scale/es_noise.py's update measures it
+    norm = getattr(run.es_update, "step_norm", None)  # scale/es.py's update measures it
     return values | ({"es/update_norm": norm} if norm is not None else {})
 
 

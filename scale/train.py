@@ -11,7 +11,7 @@ if asked.
 All of the algorithm is es_grpo.py; scale/assembly.py fills its hooks from these flags: `ranks`
 (scale/distributed.py: process groups, DDP or FSDP for GRPO, weight-agreement checks), `generate`
 (es_grpo.rollout's speed layers, or vLLM), `es_weights` (ES inside the vLLM engine), `score_members`
-(scale/population.py: the ES population in one batch) and `grade` (scale/verifier.py). This file
+(scale/es.py: the ES population, its eps drawn once) and `grade` (scale/verifier.py). This file
 parses and checks the flags and sizes the vLLM engine. Its own flags are saved in the run folder's
 config.json, so --resume continues with them. On one process (python -m scale.train, no torchrun) it
 is es_grpo.py with those layers. See scale/README.md.
@@ -164,7 +164,7 @@ def main(argv=None, launcher=Torchrun):
         (scale.rollout != "hf" and config["rollout_dtype"] != "model",
          "--rollout-dtype is the HF path's (--rollout hf); an engine's weights: --vllm-dtype"),
         (scale.es_noise == "table" and (world > 1 or scale.rollout == "vllm"),
-         "--es-noise table runs on one process and the HF path (members one at a time)"),
+         "--es-noise table runs on one process, not inside a vLLM engine"),
         (scale.check_every < 0 or scale.dist_timeout < 1,
          "--check-every must not be negative, --dist-timeout positive"),
         (config["grpo_prompts"] < world,

@@ -196,8 +196,9 @@ def pytest_addoption(parser):
 
 def es_step_recording_rewards(model, tokenizer, problems, args, seed=1, batched=None):
     """es_step's statistics, the member rewards it normalised, its master after the update, and the
-    texts; batched: scale/population.py's mode (None: es_grpo's members one at a time)."""
-    from scale.population import PopulationScorer
+    texts; batched: scale/es.py's PopulationScorer's mode, each eps drawn again by es_grpo.es_update
+    (None: es_grpo's members one at a time)."""
+    from scale.es import PopulationScorer
     model = copy.deepcopy(model)
     params = list(model.parameters())
     master = es_grpo.master_weights(params)
@@ -205,7 +206,8 @@ def es_step_recording_rewards(model, tokenizer, problems, args, seed=1, batched=
     es_grpo.zscore = lambda r: (rewards.append(r.clone()), plain_zscore(r))[1]
     es_grpo.score = lambda run, p, t: (texts.extend(t), plain_score(run, p, t))[1]
     try:
-        scorer = es_grpo.score_members if batched is None else PopulationScorer(batched)
+        scorer = (es_grpo.score_members if batched is None
+                  else PopulationScorer(batched=batched, reuse=False))
         run = es_grpo.Context(args, model, tokenizer, score_members=scorer)
         stats = es_grpo.es_step(run, es_grpo.ESState(params, master), problems, seed=seed)
     finally:

@@ -34,7 +34,7 @@ import es_grpo  # noqa: E402
 from scale.config import evaluation_sets, parse_args  # noqa: E402
 from scale.distributed import Torchrun  # noqa: E402
 from scale.grpo import grpo_step  # noqa: E402
-from scale.population import PopulationScorer  # noqa: E402
+from scale.es import PopulationScorer  # noqa: E402
 from conftest import FakeEngine  # noqa: E402
 from scale.train import main  # noqa: E402
 from scale.vllm_rollout import EngineSettings, VLLMRollout  # noqa: E402
@@ -92,7 +92,8 @@ def engine_run(argv: list[str], at: str):
     # the engine's timeout decides
     ranks = Torchrun(timeout_s=600, engine=backend if at == "start" else None)
     es_grpo.run(parse_args(argv), generate=backend, ranks=ranks, es_weights=backend.es_weights,
-                score_members=PopulationScorer(), grpo_step=grpo_step, problems=evaluation_sets)
+                score_members=PopulationScorer(reuse=False), grpo_step=grpo_step,
+                problems=evaluation_sets)
     say(f"{len(created)} engine created")
 
 

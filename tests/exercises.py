@@ -60,10 +60,10 @@ class Exercise:
     copies: tuple[Copy, ...] = ()
 
 
-# scale/es_noise.py's update where eps are not summed as drawn: es_update's arithmetic, measuring
-# its step; the handout's calls the student's es_update (the same arithmetic, bit for bit)
-REDRAWN = Copy("scale/es_noise.py", "OnceUpdate.redrawn", """\
-if self.source is not es_grpo.noise:
+# scale/es.py's update where eps are not summed as drawn: es_update's arithmetic, measuring its
+# step; the handout's calls the student's es_update (the same arithmetic, bit for bit)
+REDRAWN = Copy("scale/es.py", "Update.redrawn", """\
+if self.source is not PER_TENSOR:
     raise NotImplementedError("exercise 5: the handout's es_update draws noise() only")
 self.step_norm = None  # es_grpo.es_update does not measure its step
 es_grpo.es_update(params, master, seeds, z, alpha, drawn)""")
@@ -105,9 +105,9 @@ CONTROLS = ("tests/test_data.py::test_loads_countdown_and_math_files_recognising
             "tests/test_rollout.py::test_rollout_logprobs_match_a_full_forward_pass")
 # (file, hole): the file holds one statement of the hole's body, for a purpose of its own
 COINCIDENCES = {
-    ("scale/es_noise.py", "zscore"): "affine's test for equal rewards, zscore's guard",
-    ("scale/es_noise.py", "noise"): "NoiseTable's mirror, the contract's -seed gives -eps",
-    ("scale/es_noise.py", "es_update"): "OnceUpdate.update's master += alpha / N * (a A + b B)",
+    ("scale/es.py", "zscore"): "affine's test for equal rewards, zscore's guard",
+    ("scale/es.py", "noise"): "NoiseTable's mirror, the contract's -seed gives -eps",
+    ("scale/es.py", "es_update"): "Update's master += alpha / N * (a A + b B)",
 }
 
 

@@ -71,7 +71,7 @@ EDITS_ALLOWED = {("scale.verifier",
                   "builtins"): "the math-verify worker, a process of its own, disarms "
                                                   "its own eval and exec"}
 HOOK_MAKERS = {"Context", "FastRollout", "PopulationScorer", "ResumableFolder", "Torchrun",
-               "DrawnOnce", "NoiseTable", "OnceUpdate"}
+               "NoiseTable", "Update"}
 OURS = ("es_grpo", "eval", "scale", "analyses", "tiny_model")
 
 

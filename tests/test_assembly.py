@@ -4,7 +4,7 @@ them."""
 import inspect
 
 import es_grpo
-from scale import assembly, train
+from scale import assembly, es, train
 from scale.assembly import ScaleArgs
 from scale.config import Args
 
@@ -15,7 +15,7 @@ def described(hooks: dict) -> dict:
     def kind(hook):
         if inspect.isfunction(hook):
             return f"{hook.__module__}.{hook.__qualname__}"
-        return type(hook).__name__, getattr(hook, "dtype", None), getattr(hook, "mode", None)
+        return type(hook).__name__, getattr(hook, "dtype", None), getattr(hook, "batched", None)
     names = ("generate", "score_members", "grpo_step", "problems", "grade")
     return {name: kind(hooks[name]) for name in names}
 
@@ -51,14 +51,14 @@ def test_the_settings_choose_the_hooks():
     sets."""
     plain = assembly.hooks(Args(), ScaleArgs(rollout="plain", es_batched="off", resume="runs/x",
                                              save_every=3))
-    assert plain["generate"] is es_grpo.rollout and plain["score_members"].mode == "off"
+    assert plain["generate"] is es_grpo.rollout and plain["score_members"].batched == "off"
     assert (plain["folder"].resume, plain["folder"].save_every) == ("runs/x", 3)
     once, redrawn, table = (assembly.hooks(Args(), ScaleArgs(es_noise=noise))
                             for noise in ("once", "redrawn", "table"))
-    assert once["es_update"].source is es_grpo.noise and once["score_members"].once is not None
-    assert "es_update" not in redrawn and redrawn["score_members"].once is None
-    assert table["score_members"].mode == "off" and table["es_update"].source is table[
-        "score_members"].once.source
+    assert once["es_update"].source is once["score_members"].source is es.PER_TENSOR
+    assert once["score_members"].reuse and not redrawn["score_members"].reuse
+    assert isinstance(table["es_update"].source, es.NoiseTable)
+    assert table["es_update"].source is table["score_members"].source
 
     class Engine:
         def es_weights(self, model):

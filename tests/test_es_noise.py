@@ -1,5 +1,6 @@
-"""scale/es_noise.py: each member's eps drawn once (the update from two running sums), drawn on
-every core, and the shared noise table (a departure), against es_grpo.py's two draws."""
+"""scale/es.py, members one at a time: each member's eps drawn once (the update from two running
+sums, or from the eps kept), drawn on every core, and the shared noise table (a departure), against
+es_grpo.py's two draws."""
 import copy
 import math
 
@@ -8,7 +9,7 @@ import torch
 
 import es_grpo
 from es_grpo import Context, ESState
-from scale.es_noise import DrawnOnce, NoiseTable, OnceUpdate, draw_all
+from scale.es import PER_TENSOR, NoiseTable, PopulationScorer, Update, draw_all
 
 
 def one_update(model, tokenizer, args, problems, **hooks):
@@ -20,22 +21,46 @@ def one_update(model, tokenizer, args, problems, **hooks):
     return state.master, stats
 
 
-@pytest.mark.parametrize("flags", [{}, {"es_zscore": False}, {"es_antithetic": True},
-                                   {"es_null": True}])
-def test_drawn_once_updates_as_es_grpo_does_to_float_rounding(tiny, flags):
+class Counted:
+    """A source that counts its draws: (seed, tensor index) -> times drawn."""
+
+    def __init__(self):
+        self.draws = {}
+
+    def __call__(self, seed, index, like, out=None):
+        self.draws[seed, index] = self.draws.get((seed, index), 0) + 1
+        return PER_TENSOR(seed, index, like, out)
+
+    def prepare(self, params):
+        pass
+
+
+@pytest.mark.parametrize("flags, reuse, path", [
+    ({}, True, "summed"), ({"es_zscore": False}, True, "summed"),
+    ({"es_antithetic": True}, True, "summed"), ({"es_null": True}, True, "kept"),
+    ({}, False, "redrawn")])
+def test_drawn_once_updates_as_es_grpo_does_to_float_rounding(tiny, flags, reuse, path):
     """The member rewards are the same, bit for bit (the members are the same weights), and the
-    master after the update equal to es_grpo.es_update's within float32 rounding: z-scored or raw
-    rewards, antithetic pairs (one draw a pair), and --es-null (eps drawn again: bit for bit)."""
+    master after the update equal to es_grpo.es_update's: within float32 rounding from the sums
+    (z-scored or raw rewards, antithetic pairs: one draw a pair), bit for bit from eps kept
+    (--es-null's shuffled rewards are not affine in them) or drawn again. Each eps is drawn once,
+    except where the path is redrawn's; the scorer names its path."""
     problems = es_grpo.generate_problems("countdown", 8, seed=7)
     args = es_grpo.Args(es_population=8, es_prompts=8, max_new_tokens=8, es_sigma=3e-2, **flags)
-    update = OnceUpdate()
+    source = Counted()
+    scorer, update = PopulationScorer(source, "off", reuse), Update(source)
     reference, ours = (one_update(*tiny, args, problems, **hooks) for hooks in
-                       ({}, {"score_members": DrawnOnce(), "es_update": update}))
+                       ({}, {"score_members": scorer, "es_update": update}))
+    assert scorer.path == path
+    pairs = 1 + args.es_antithetic
+    assert max(source.draws.values()) == (2 if path == "redrawn" else 1)
+    assert len(source.draws) == args.es_population // pairs * len(list(tiny[0].parameters()))
     assert reference[1]["member_rewards"] == ours[1]["member_rewards"]
     assert max(set(reference[1]["member_rewards"])) > min(reference[1]["member_rewards"])
     before = es_grpo.master_weights(list(tiny[0].parameters()))
     moved = max(float((a - b).abs().max()) for a, b in zip(reference[0], before))
-    tolerance = dict(rtol=0, atol=0) if flags.get("es_null") else dict(rtol=1e-6, atol=1e-7)
+    exact = path != "summed"
+    tolerance = dict(rtol=0, atol=0) if exact else dict(rtol=1e-6, atol=1e-7)
     pairs = zip(reference[0], ours[0])
     assert moved > 0 and all(torch.allclose(a, b, **tolerance) for a, b in pairs)
     # the norm it reports (a tracker's es/update_norm) is the master's move
@@ -45,11 +70,11 @@ def test_drawn_once_updates_as_es_grpo_does_to_float_rounding(tiny, flags):
 
 
 def test_eps_drawn_on_threads_are_es_grpos_eps():
-    """On threads, new or into the same buffers member after member (as DrawnOnce draws them),
+    """On threads, new or into the same buffers member after member (as the scorer draws them),
     from es_grpo.noise and from a table: the eps each source gives alone."""
     params = [torch.zeros(300, 7), torch.zeros(5), torch.zeros(2, 3, 4)]
     table = NoiseTable(seed=3, values=4096)
-    table.make(params)
+    table.prepare(params)
     buffers = [torch.full(p.shape, float("nan")) for p in params]
     for source in (es_grpo.noise, table):
         for seed in (11, -11, 12):
@@ -66,7 +91,7 @@ def test_the_noise_table_is_standard_normal_and_members_are_uncorrelated():
     is not another's, and -seed is the mirror, exactly."""
     params = [torch.zeros(512, 512), torch.zeros(100_000), torch.zeros(64)]
     table = NoiseTable(seed=1, values=2**20)
-    table.make(params)
+    table.prepare(params)
     members = {seed: torch.cat([e.flatten() for e in draw_all(table, seed, params)])
                for seed in (5, 6, -5)}
     size = members[5].numel()
@@ -96,8 +121,8 @@ def test_es_with_the_table_moves_toward_the_better_members(tiny):
         return float((params[index].detach().float() - before) @ direction), ""
     table = NoiseTable(seed=0)
     args = es_grpo.Args(es_population=32, es_prompts=1, max_new_tokens=1, es_alpha=1e-2)
-    run = Context(args, model, tokenizer, grade=grade, score_members=DrawnOnce(table),
-                  es_update=OnceUpdate(table))
+    run = Context(args, model, tokenizer, grade=grade, score_members=PopulationScorer(table, "off"),
+                  es_update=Update(table))
     es_grpo.es_step(run, ESState(params, master), es_grpo.generate_problems("countdown", 1, seed=1),
                     seed=3)
     step = master[index] - before

@@ -14,7 +14,7 @@ import torch
 from exercises import COINCIDENCES, CONTROLS, EXERCISES
 
 from conftest import ROOT, command, in_process, later, ran
-from scale import es_noise
+from scale import es
 
 REFERENCE = (ROOT / "es_grpo.py").read_text()
 
@@ -74,24 +74,24 @@ def test_the_handout_holds_no_answer_no_link_and_never_replaces_a_student_s_work
 
 def test_the_handout_s_copy_of_es_update_calls_the_student_s_and_steps_the_same(tmp_path,
                                                                               monkeypatch):
-    """scale/es_noise.py's OnceUpdate.redrawn, in the handout, calls es_grpo.es_update: the same
+    """scale/es.py's Update.redrawn, in the handout, calls es_grpo.es_update: the same
     master as the reference's, bit for bit; with another noise source it names exercise 5."""
     exercises.make(tmp_path / "handout", [EXERCISES[4]])
-    spec = importlib.util.spec_from_file_location("handout_es_noise",
-                                                  tmp_path / "handout" / "scale" / "es_noise.py")
+    spec = importlib.util.spec_from_file_location("handout_es",
+                                                  tmp_path / "handout" / "scale" / "es.py")
     handout = importlib.util.module_from_spec(spec)
-    monkeypatch.setitem(sys.modules, "handout_es_noise", handout)  # its dataclasses look it up
+    monkeypatch.setitem(sys.modules, "handout_es", handout)  # its dataclasses look it up
     spec.loader.exec_module(handout)
     seeds, z = [3, -3, 5], torch.tensor([1.0, -0.5, 0.25])
     masters = []
-    for update in (es_noise.OnceUpdate(), handout.OnceUpdate()):
+    for update in (es.Update(), handout.Update()):
         params = [torch.zeros(3, 2), torch.zeros(4)]
         master = [torch.full((3, 2), 0.5), torch.full((4,), -1.0)]
         update.redrawn(params, master, seeds, z, 0.1, None)
         masters.append(master)
     assert all(torch.equal(a, b) for a, b in zip(*masters))
     with pytest.raises(NotImplementedError, match="exercise 5"):
-        handout.OnceUpdate(es_noise.NoiseTable()).redrawn([], [], seeds, z, 0.1, None)
+        handout.Update(es.NoiseTable()).redrawn([], [], seeds, z, 0.1, None)
 
 
 STUDENT: dict = {}  # the moved handout's check and --help, started as the session begins

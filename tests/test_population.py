@@ -67,18 +67,20 @@ def test_python_es_grpo_and_scale_train_on_one_process_end_alike(algo, tmp_path,
     folder, its bounded verifier): every update's rewards are equal, the weights within float
     rounding as AdamW enlarges it (GRPO, measured: 2.1e-6 at most, where a gradient sits near 0) or
     identical (ES, measured), and both moved the weights; only scale.train's ES decoded its
-    population in one batch."""
+    population in one batch, and its config.json says so."""
     from conftest import SMALL_RUN, run_es_grpo, run_scale
     from safetensors.torch import load_file
-    from scale.population import PopulationScorer
-    weights, batched, batch = {}, [], PopulationScorer.batched
-    monkeypatch.setattr(PopulationScorer, "batched",
-                        staticmethod(lambda *a: (batched.append(1), batch(*a))[1]))
+    from scale.es import PopulationScorer
+    weights, batched, batch = {}, [], PopulationScorer.decoded_together
+    monkeypatch.setattr(PopulationScorer, "decoded_together",
+                        lambda *a: (batched.append(1), batch(*a))[1])
     for name, runner in (("reference", run_es_grpo), ("scale", run_scale)):
         result = runner(*SMALL_RUN, "--algo", algo, "--out", str(tmp_path / name))
         assert result.returncode == 0, result.stderr[-2000:]
         weights[name] = load_file(tmp_path / name / f"stage1-{algo}" / "model.safetensors")
         assert len(batched) == (name == "scale" and algo == "es") * 2  # 2 updates, one batch each
+        config = json.loads((tmp_path / name / "config.json").read_text())
+        assert config.get("es_paths") == (["batched"] if name == "scale" and algo == "es" else None)
     base = load_file(es_grpo.TINY_MODEL / "model.safetensors")
     a, b = weights["reference"], weights["scale"]
     difference = max(float((a[k] - b[k]).abs().max()) for k in a)

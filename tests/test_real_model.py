@@ -119,11 +119,12 @@ def test_the_decode_step_decodes_smollm2_as_its_forward(real, stepped_rows):
 
 def es_update(model, tokenizer, batched: str) -> tuple[dict, list[torch.Tensor]]:
     from scale import config
-    from scale.population import PopulationScorer
+    from scale.es import PopulationScorer
     args = config.parse_args(SMALL)
     params = list(model.parameters())
     state = es_grpo.ESState(params, es_grpo.master_weights(params))
-    run = es_grpo.Context(args, model, tokenizer, score_members=PopulationScorer(batched))
+    scorer = PopulationScorer(batched=batched, reuse=False)  # es_grpo.es_update draws eps again
+    run = es_grpo.Context(args, model, tokenizer, score_members=scorer)
     stats = [es_grpo.es_step(run, state, problems(4, seed=5 + i), seed=i) for i in range(2)]
     return stats, state.master
 
@@ -142,16 +143,17 @@ def test_two_es_updates_batched_and_member_by_member_agree_and_move_the_weights(
 
 
 def test_es_drawn_once_updates_as_es_grpo_does_on_the_real_model(real):
-    """scale/es_noise.py's drawn-once update (what scale.train uses member by member) against
+    """scale/es.py's summed update (what scale.train uses member by member) against
     es_grpo.es_update at 135M: the same member rewards, and masters equal to float32 rounding (a few
     ulps of each weight), over two updates of 8 members (antithetic too: one draw a pair)."""
     from scale import config
-    from scale.es_noise import DrawnOnce, OnceUpdate
+    from scale.es import PopulationScorer, Update
     model, tokenizer = real
     for flags in ([], ["--es-antithetic"]):
         args = config.parse_args(SMALL + ["--es-population", "8", *flags])
         found = []
-        for hooks in ({}, {"score_members": DrawnOnce(), "es_update": OnceUpdate()}):
+        summed = {"score_members": PopulationScorer(batched="off"), "es_update": Update()}
+        for hooks in ({}, summed):
             copied = copy.deepcopy(model)
             params = list(copied.parameters())
             state = es_grpo.ESState(params, es_grpo.master_weights(params))

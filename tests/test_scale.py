@@ -20,7 +20,7 @@ import es_grpo
 from conftest import ROOT, in_process
 
 from scale import config, gpu_check, train  # noqa: E402
-from scale.population import PopulationScorer  # noqa: E402
+from scale.es import PopulationScorer  # noqa: E402
 from scale.runs import ResumableFolder  # noqa: E402
 from scale.vllm_rollout import EngineSettings, completions_to_rollout  # noqa: E402
 
@@ -456,7 +456,7 @@ def test_population_batched_es_matches_member_by_member_on_the_gpu():
     problems = es_grpo.generate_problems("countdown", 32, seed=8)
     args = es_grpo.Args(es_population=8, es_prompts=32, es_sigma=2e-2)
     masters = []
-    for scorer in (es_grpo.score_members, PopulationScorer("on")):
+    for scorer in (es_grpo.score_members, PopulationScorer(batched="on")):
         net = copy.deepcopy(model).eval()
         params = list(net.parameters())
         masters.append(es_grpo.master_weights(params))

@@ -1,5 +1,5 @@
 """How fast ES's eps is made (noise): es_grpo.noise's per-tensor draws on 1 thread and on every
-core (scale/es_noise.py's draw_all), and slices of the shared noise table, for the real model's
+core (scale/es.py's draw_all), and slices of the shared noise table, for the real model's
 tensors where it is converted (python -m scale.real_model), else the tiny model's."""
 from __future__ import annotations
 
@@ -11,7 +11,7 @@ from scale.assembly import ScaleArgs, hooks
 from scale.bench.harness import timed
 from scale.bench.real import REAL_FOLDER
 from scale.config import Args
-from scale.es_noise import draw_all, threads
+from scale.es import draw_all, threads
 
 
 def bench_noise(repeats: int) -> list[str]:
@@ -19,7 +19,7 @@ def bench_noise(repeats: int) -> list[str]:
     params = list(es_grpo.load_model(folder)[0].parameters())
     values = sum(p.numel() for p in params)
     table = hooks(Args(), ScaleArgs(es_noise="table"))["es_update"].source  # a run's table
-    made = timed(lambda: table.make(params))
+    made = timed(lambda: table.prepare(params))
     ways = {"es_grpo.noise, 1 thread": lambda seed: draw_all(es_grpo.noise, seed, params, 1),
             f"es_grpo.noise, {threads()} threads": lambda seed: draw_all(es_grpo.noise, seed,
                                                                          params),

@@ -174,13 +174,12 @@ def real_es_noise(half, full, repeats: int) -> list[tuple]:
     runs, splits = {}, {}
     for name, (noise, workers) in NOISE_KINDS.items():
         run = context(es_args, model, tokenizer, ScaleArgs(rollout="hf", es_noise=noise))
-        if noise != "redrawn":
-            run.score_members.once.workers = workers
+        run.score_members.workers = workers
         runs[name] = (run, es_grpo.ESState(params, es_grpo.master_weights(params)))
 
     def update(name: str):
         run, state = runs[name]
-        phases = [getattr(run.score_members.once, "seconds", None),
+        phases = [getattr(run.score_members, "seconds", None),
                   getattr(run.es_update, "seconds", None)]
         for phase in filter(None, phases):
             phase.clear()
