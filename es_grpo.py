@@ -27,9 +27,8 @@ paper restores the paper's settings):
     the same noise (common random numbers).
  3. GRPO: learning rate 5e-5 (paper: 1e-6), 32 prompts per step; the loss averages over all
     completion tokens of the batch (token-level, TRL's default), not per sequence first.
- 4. Always: ES sets each member to master + sigma * eps from an fp32 master copy (on the
-    CPU) instead of adding and subtracting noise in place: restores are bit-exact and the update
-    accumulates in fp32.
+ 4. Always: ES sets each member to master + sigma * eps from an fp32 master copy on the CPU,
+    not by adding and subtracting noise in place: restores are bit-exact, updates sum in fp32.
  5. Always: Pass@K uses 64 samples per problem (the paper: 32), so Pass@64 can be shown.
 """
 from __future__ import annotations
@@ -135,6 +134,10 @@ class Args:
                        "eval": self.eval_temperature}[use]
         top_p = self.eval_top_p if use == "eval" else 1.0
         return Sampling(temperature, top_p, self.max_new_tokens, seed, self.rollout_batch)
+
+    def fitness(self, rewards: torch.Tensor) -> torch.Tensor:  # ES's weights z_n, (N,)
+        centred = (rewards - rewards.mean()) * (rewards.max() > rewards.min())  # 0 if all equal
+        return zscore(rewards) if self.es_zscore else centred
 
 TABLE_COLUMNS = ("pass@1 pass@16 pass@64 maj@16 entropy heldout_pass@64 sequences tokens "
                  "seconds").split()
@@ -663,14 +666,12 @@ def es_step(run: Context, state: ESState, problems: list[dict], seed: int) -> di
     """Score N perturbed copies master + sigma * eps_n on the same prompts (and sampling noise),
     then move toward the better ones. At scale each process scores some members; only scores are
     exchanged, eps regenerated from seeds (the scores, logged, remake the update undecoded)."""
-    args = run.args
-    seeds = member_seeds(args, seed)
+    args, seeds = run.args, member_seeds(run.args, seed)
     scores, drawn = run.score_members(run, state, problems, seeds, seed)
     rewards = scores["reward"].float()  # (N,) each member's mean reward
     if args.es_null:  # the control: every member is credited with another's reward
         rewards = rewards[torch.randperm(len(seeds), generator=torch.Generator().manual_seed(seed))]
-    z = zscore(rewards) if args.es_zscore else (  # (N,); raw: centred, zero if all are equal
-        (rewards - rewards.mean()) * (rewards.max() > rewards.min()))
+    z = args.fitness(rewards)  # (N,) z-scored, or centred (scale/: --es-shaping)
     run.es_update(state.members, state.master, seeds, z, args.es_alpha, drawn)
     tokens = int(scores["tokens"].sum())
     return {"reward": float(rewards.mean()), "reward_std": float(rewards.std()),
@@ -754,10 +755,9 @@ def train_stage(run: Context, stage: Stage, metrics, results: list) -> dict:
             raise SystemExit(f"update {number} ({stage.name}): non-finite loss or weights; stopped")
         run.ranks.after_update(checked, stage=stage.name, update=number,
                                last=update + 1 == stage.updates)
-        seconds, totals = time.time() - tick, stage.totals
-        stage.done, stage.totals = update + 1, {
-            "sequences": totals["sequences"] + stats["sequences"],
-            "tokens": totals["tokens"] + stats["tokens"], "seconds": totals["seconds"] + seconds}
+        seconds, stage.done, totals = time.time() - tick, update + 1, stage.totals
+        spent = {"sequences": stats["sequences"], "tokens": stats["tokens"], "seconds": seconds}
+        stage.totals = {key: totals[key] + spent[key] for key in totals}
         line = {"update": number, "stage": stage.name, **stats, "seconds": round(seconds, 3),
                 "seq_per_s": round(stats["sequences"] / seconds, 1),
                 "sequences": stage.totals["sequences"], "tokens": stage.totals["tokens"]}

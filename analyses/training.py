@@ -17,8 +17,8 @@ import torch
 import es_grpo
 from analyses.evaluation import final, load
 from es_grpo import BadInput, log
-from scale.assembly import ScaleArgs, hooks  # a run's hooks, as python -m scale.train builds them
-from scale.config import Args, evaluation_sets, parse_args, saved_settings
+from scale.assembly import hooks  # a run's hooks, as python -m scale.train builds them
+from scale.config import LAUNCH, MACHINERY, Args, evaluation_sets, parse_args, settings_from
 from scale.runs import ResumableFolder  # CheckedFolder is a run folder that checks what it is given
 
 
@@ -42,12 +42,13 @@ def train_run(out: Path, argv: list[str], base_from: Path | None = None) -> dict
     if SAVED_ONLY.get():
         raise BadInput(f"{out}: no finished run with these settings, and --saved-only trains "
                        f"nothing")
-    tracked = {"report_to": REPORT_TO.get()}
+    args = dataclasses.replace(args, report_to=REPORT_TO.get())
     if same and (out / "checkpoint.pt").exists():
-        return es_grpo.run(args, **hooks(args, ScaleArgs(resume=str(out), **tracked)))
+        resumed = dataclasses.replace(args, resume=str(out))
+        return es_grpo.run(resumed, **hooks(resumed))
     lent = str(base_from) if base_from and (base_from / "summary.json").exists() else ""
-    return es_grpo.run(dataclasses.replace(args, overwrite=True),
-                       **hooks(args, ScaleArgs(base_from=lent, **tracked)))
+    args = dataclasses.replace(args, overwrite=True, base_from=lent)
+    return es_grpo.run(args, **hooks(args))
 
 
 def keeps_settings(folder: Path, args: Args) -> bool:
@@ -66,12 +67,12 @@ def setting_changed(folder: Path, args: Args) -> str | None:
     default): "" not at all, else its first other setting, named with the run's value and this one;
     None: no readable run."""
     try:
-        saved = saved_settings(json.loads((folder / "config.json").read_text()))
-    except (OSError, ValueError):
+        saved = settings_from(json.loads((folder / "config.json").read_text()))
+    except (OSError, ValueError, TypeError):
         return None
     for field in dataclasses.fields(Args):
-        theirs, mine = saved.get(field.name, field.default), getattr(args, field.name)
-        if field.name not in ("out", "overwrite") and theirs != mine:
+        theirs, mine = getattr(saved, field.name), getattr(args, field.name)
+        if field.name not in (*LAUNCH, *MACHINERY) and theirs != mine:
             return f"--{field.name.replace('_', '-')} {theirs!r} (this one: {mine!r})"
     return ""
 
@@ -79,10 +80,8 @@ def setting_changed(folder: Path, args: Args) -> str | None:
 def run_settings(folder: Path) -> Args:
     """The settings a finished run was trained with, from its config.json (its `out`: this
     folder)."""
-    config = saved_settings(json.loads((folder / "config.json").read_text()))
-    names = {field.name for field in dataclasses.fields(Args)}
-    return dataclasses.replace(Args(**{key: value for key, value in config.items()
-                                       if key in names}), out=str(folder), overwrite=True)
+    settings = settings_from(json.loads((folder / "config.json").read_text()))
+    return dataclasses.replace(settings, out=str(folder), overwrite=True)
 
 
 def run_results(folder: Path) -> list[dict]:
@@ -235,7 +234,8 @@ def train_again(folder: Path) -> bool:
         f"config.json")
     before = run_results(folder)
     settings = run_settings(folder)
-    es_grpo.run(settings, **hooks(settings, ScaleArgs(report_to=REPORT_TO.get())))
+    settings = dataclasses.replace(settings, report_to=REPORT_TO.get())
+    es_grpo.run(settings, **hooks(settings))
     same = run_results(folder) == before
     log(f"reproduce: {folder} trained again: "
         + ("the same evaluations, so the same weights" if same else

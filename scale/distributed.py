@@ -36,7 +36,7 @@ class Torchrun(es_grpo.OneProcess):
     """The ranks torchrun started (RANK, WORLD_SIZE, LOCAL_RANK), joined in one process group."""
 
     def __init__(self, grpo_fsdp: bool = False, check_every: int = 1, timeout_s: int = 600,
-                 config: dict | None = None, engine=None, model_device: str | None = None):
+                 engine=None, model_device: str | None = None):
         """engine: a rollout backend with start() (vllm_rollout.VLLMRollout), started on every rank
         at once. model_device: where the trainer's model lives if not on this rank's GPU ("cpu" when
         ES runs inside the engine and no GRPO stage needs the model on the GPU)."""
@@ -45,7 +45,7 @@ class Torchrun(es_grpo.OneProcess):
             for name, default in (("RANK", 0), ("WORLD_SIZE", 1), ("LOCAL_RANK", 0)))
         self.is_main = self.rank == 0
         self.grpo_fsdp, self.check_every, self.timeout_s = grpo_fsdp, check_every, timeout_s
-        self.config, self.engine, self.model_device = config or {}, engine, model_device
+        self.engine, self.model_device = engine, model_device
 
     def start(self, device: str) -> str:
         """Join torchrun's process group (nccl on GPUs, gloo on CPUs), then start the rollout engine

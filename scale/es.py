@@ -37,11 +37,10 @@ import torch
 
 import es_grpo
 from es_grpo import Context, ESState, new_scores, prompt_text, score_member, score_members
+from scale.config import AFFINE
 from scale.population import decode_as_is, members_together, population_forward
 
-NOISES = ("once", "redrawn", "table")
 PATHS = ("batched", "summed", "kept", "redrawn")
-AFFINE = ("zscore", "centered")  # shapings whose weights are affine in the rewards
 TABLE_VALUES = 2**26  # at least: the table is also at least 4 x the largest tensor (see NoiseTable)
 
 
@@ -137,7 +136,7 @@ class Sums:
 
 def shaping(args) -> str:
     """The run's fitness shaping: scale's --es-shaping, or es_grpo.py's --es-zscore."""
-    return getattr(args, "es_shaping", None) or ("zscore" if args.es_zscore else "centered")
+    return getattr(args, "es_shaping", "zscore" if args.es_zscore else "centered")
 
 
 def room(device: torch.device) -> float:

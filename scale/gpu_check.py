@@ -19,18 +19,18 @@ import resource
 import statistics
 import tempfile
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 import torch
 
 import es_grpo
 from es_grpo import dataclass_parser, flag
-from scale.assembly import ScaleArgs, context
+from scale.assembly import context
 from scale.config import Args
 
 # es_grpo.py's own rollout and member-by-member ES
-PLAIN = ScaleArgs(rollout="plain", es_batched="off")
-IN_ENGINE = ScaleArgs(rollout="vllm", es_batched="off")  # the engine decodes; ES members inside it
+PLAIN = dict(rollout="plain", es_batched="off")
+IN_ENGINE = dict(rollout="vllm", es_batched="off")  # the engine decodes; ES members inside it
 
 
 @dataclass
@@ -122,15 +122,16 @@ def vllm_rows(check: CheckArgs, tokenizer, problems, args, device: str, make_bac
             torch.cuda.synchronize()
         member_seconds.append(time.time() - tick)
     es_grpo.set_weights(members, master)
-    step = functools.partial(es_grpo.es_step, context(args, model, tokenizer, IN_ENGINE, backend),
-                             es_grpo.ESState(members, master), problems)
+    in_engine = context(replace(args, **IN_ENGINE), model, tokenizer, backend)
+    step = functools.partial(es_grpo.es_step, in_engine, es_grpo.ESState(members, master),
+                             problems)
     rows = [row("es, vLLM", params, *timed_updates("es (vLLM)", step, check.updates, device),
                 device, f"{statistics.median(member_seconds):.3f} s per member")]
     model = model.to(device)
     params = list(model.parameters())
     reference = build(check, torch.float32, device).requires_grad_(False)
     optimizer = torch.optim.AdamW(params, lr=args.grpo_lr)
-    run = context(args, model, tokenizer, IN_ENGINE, backend)
+    run = context(replace(args, **IN_ENGINE), model, tokenizer, backend)
     step = functools.partial(run.grpo_step, run, es_grpo.GRPOState(optimizer, reference), problems)
     rows.append(row("grpo, vLLM", params,
                     *timed_updates("grpo (vLLM)", step, check.updates, device), device))
@@ -179,12 +180,13 @@ def main(argv=None, make_backend=None):
         params = list(model.parameters())
         if algo == "es":
             master = es_grpo.master_weights(params)
-            step = functools.partial(es_grpo.es_step, context(args, model, tokenizer, PLAIN),
-                                     es_grpo.ESState(params, master), problems)
+            plain = context(replace(args, **PLAIN), model, tokenizer)
+            step = functools.partial(es_grpo.es_step, plain, es_grpo.ESState(params, master),
+                                     problems)
         else:
             reference = build(check, torch.float32, device).requires_grad_(False)
             optimizer = torch.optim.AdamW(params, lr=args.grpo_lr)
-            run = context(args, model, tokenizer, PLAIN)
+            run = context(replace(args, **PLAIN), model, tokenizer)
             step = functools.partial(run.grpo_step, run, es_grpo.GRPOState(optimizer, reference),
                                      problems)
         rows.append(row(algo, params, *timed_updates(algo, step, check.updates, device), device))

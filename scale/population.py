@@ -20,8 +20,6 @@ from es_grpo import Context, ESState, noise, rollout
 from scale.chunks import chunked_rollout
 from scale.decode import FastRollout
 
-MODES = ("auto", "on", "off")
-
 
 def members_together(run: Context, state: ESState, prompts: int, mine: int, mode: str) -> int:
     """How many members one batched decoding scores; 0: one at a time, set in the weights. mode on:

@@ -31,7 +31,7 @@ import numpy as np
 import torch
 
 from es_grpo import Args, BadInput, Context, ESState, RunFolder, Stage, set_weights
-from scale.config import saved_settings
+from scale.config import LAUNCH, saved_settings
 from scale.distributed import grpo_state, load_grpo_state
 
 
@@ -40,19 +40,6 @@ def atomic_write(path: Path, write):
     tmp = path.with_name(path.name + ".tmp")
     write(tmp)
     os.replace(tmp, path)
-
-
-def refuse_resume(folder: Path, saved: dict):
-    """BadInput, one line naming the folder and what it holds, where scale.train --resume cannot
-    continue it: a finished run (its summary.json written) or one no launcher made (es_grpo.py's:
-    its config.json has no scale.train settings). Nothing in it is touched."""
-    if (folder / "summary.json").exists():
-        raise BadInput(f"--resume {folder}: holds a finished run (summary.json): nothing to "
-                       f"continue; --out elsewhere starts a new one")
-    if not saved.get("scale"):
-        raise BadInput(f"--resume {folder}: holds a run es_grpo.py made (its config.json has "
-                       f"no scale.train settings), which scale.train cannot continue; start it "
-                       f"again with --out elsewhere")
 
 
 def hold(folder: Path):
@@ -83,7 +70,7 @@ class ResumableFolder(RunFolder):
         anything is written; a checkpoint to resume from holds its own)."""
         args = self.open_folder(args, ranks)
         if self.base_from and not self.checkpoint:
-            self.base = borrowed_base(Path(self.base_from), args, getattr(ranks, "config", {}))
+            self.base = borrowed_base(Path(self.base_from), args)
         return args
 
     def open_folder(self, args: Args, ranks) -> Args:
@@ -104,8 +91,10 @@ class ResumableFolder(RunFolder):
         except (OSError, ValueError, RuntimeError) as err:
             raise BadInput(f"--resume {folder}: not a resumable run folder "
                            f"({err.__class__.__name__})") from None
-        known = {f.name: saved[f.name] for f in dataclasses.fields(args) if f.name in saved}
-        return type(args)(**{**known, "out": str(folder)})
+        known = {f.name: saved[f.name] for f in dataclasses.fields(args)
+                 if f.name in saved and f.name not in LAUNCH}
+        launch = {name: getattr(args, name) for name in LAUNCH if hasattr(args, name)}
+        return type(args)(**{**known, **launch, "out": str(folder)})
 
     def create(self, args: Args, ranks):
         """--out, holding config.json (the launcher's settings too, for --resume), made whole in a
@@ -124,10 +113,7 @@ class ResumableFolder(RunFolder):
             out.parent.mkdir(parents=True, exist_ok=True)
             staging = Path(tempfile.mkdtemp(prefix=f".{out.name}.", dir=out.parent))
             self.locks.append(hold(staging))
-            # for --resume
-            launcher = {"scale": ranks.config} if getattr(ranks, "config", None) else {}
-            (staging / "config.json").write_text(
-                json.dumps(dataclasses.asdict(args) | launcher, indent=2))
+            (staging / "config.json").write_text(json.dumps(dataclasses.asdict(args), indent=2))
             try:
                 os.rename(staging, out)
             except OSError:
@@ -209,9 +195,8 @@ class ResumableFolder(RunFolder):
 # What never reaches the base model's evaluation: training's settings, where the run is kept, how
 # often it is
 # checkpointed or checked (es_* and grpo_* too: how ES's members are batched, how GRPO is sharded).
-TRAINING_ONLY = {"algo", "steps", "out", "overwrite", "preset", "eval_every", "trajectory_samples",
-                 "resume", "save_every", "check_every", "dist_timeout", "vllm_memory", "base_from",
-                 "report_to"}
+TRAINING_ONLY = {*LAUNCH, "algo", "steps", "preset", "eval_every", "trajectory_samples",
+                 "vllm_memory"}
 
 
 def evaluation_settings(settings: dict) -> dict:
@@ -220,10 +205,11 @@ def evaluation_settings(settings: dict) -> dict:
             if name not in TRAINING_ONLY and not name.startswith(("es_", "grpo_"))}
 
 
-def borrowed_base(source: Path, args: Args, launcher: dict) -> dict:
+def borrowed_base(source: Path, args: Args) -> dict:
     """The base model's evaluation of the run in source (its summary, else its latest checkpoint),
-    for a run whose every evaluation setting, its launcher's included, is that run's; else BadInput
-    naming the first that differs, or saying that source has no base evaluation yet."""
+    for a run whose every evaluation setting is that run's (a flag newer than it: its default);
+    else BadInput naming the first that differs, or saying that source has no base evaluation
+    yet."""
     try:
         saved = saved_settings(json.loads((source / "config.json").read_text()))
         summary, checkpoint = source / "summary.json", source / "checkpoint.pt"
@@ -232,8 +218,8 @@ def borrowed_base(source: Path, args: Args, launcher: dict) -> dict:
     except (OSError, ValueError, RuntimeError, KeyError):
         raise BadInput(f"--base-from {source}: no base evaluation there (a run folder with a "
                        f"summary or a checkpoint)") from None
-    mine, theirs = evaluation_settings(dataclasses.asdict(args)
-                                       | launcher), saved | saved.get("scale", {})
+    defaults = {f.name: f.default for f in dataclasses.fields(args)}
+    mine, theirs = evaluation_settings(dataclasses.asdict(args)), defaults | saved
     for name, value in mine.items():
         if theirs.get(name, "not recorded") != value:
             raise BadInput(f"--base-from {source}: its --{name.replace('_', '-')} is "

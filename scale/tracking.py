@@ -23,7 +23,6 @@ from pathlib import Path
 from es_grpo import stages_of
 from scale.runs import ResumableFolder, atomic_write
 
-TRACKERS = ("none", "tensorboard", "trackio", "wandb")
 INSTALL = "pip install -r scale/requirements-trackers.txt"
 PROJECT = "es_grpo"
 # metrics.jsonl's names -> the tracker's: TRL's GRPOTrainer's where it logs one; ES's own under es/

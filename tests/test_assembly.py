@@ -5,7 +5,6 @@ import inspect
 
 import es_grpo
 from scale import assembly, es, train
-from scale.assembly import ScaleArgs
 from scale.config import Args
 
 
@@ -49,11 +48,10 @@ def test_the_settings_choose_the_hooks():
     """--rollout plain is es_grpo.rollout as written; --es-batched reaches the population's scorer;
     --resume and --save-every reach the folder; vllm needs a started engine, whose weights ES then
     sets."""
-    plain = assembly.hooks(Args(), ScaleArgs(rollout="plain", es_batched="off", resume="runs/x",
-                                             save_every=3))
+    plain = assembly.hooks(Args(rollout="plain", es_batched="off", resume="runs/x", save_every=3))
     assert plain["generate"] is es_grpo.rollout and plain["score_members"].batched == "off"
     assert (plain["folder"].resume, plain["folder"].save_every) == ("runs/x", 3)
-    once, redrawn, table = (assembly.hooks(Args(), ScaleArgs(es_noise=noise))
+    once, redrawn, table = (assembly.hooks(Args(es_noise=noise))
                             for noise in ("once", "redrawn", "table"))
     assert once["es_update"].source is once["score_members"].source is es.PER_TENSOR
     assert once["score_members"].reuse and not redrawn["score_members"].reuse
@@ -64,10 +62,10 @@ def test_the_settings_choose_the_hooks():
         def es_weights(self, model):
             return []
     engine = Engine()
-    made = assembly.hooks(Args(), ScaleArgs(rollout="vllm"), engine)
+    made = assembly.hooks(Args(rollout="vllm"), engine)
     assert made["generate"] is engine and made["es_weights"] == engine.es_weights
     try:
-        assembly.hooks(Args(), ScaleArgs(rollout="vllm"))
+        assembly.hooks(Args(rollout="vllm"))
         raise AssertionError("an engine was needed")
     except ValueError as refusal:
         assert "started engine" in str(refusal)

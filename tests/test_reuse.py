@@ -107,8 +107,9 @@ def test_reproduce_decodes_as_its_runs_did_and_reads_the_dtype_where_older_runs_
     assert run_scale(*flags, "--out", str(out)).returncode == 0
     base = summary_of(out)[0]
     config = json.loads((out / "config.json").read_text())
-    # as the launcher's flag was saved
-    config["scale"]["rollout_dtype"] = config.pop("rollout_dtype")
+    # as the launcher's flags were saved, before one settings object held them
+    launcher = ("rollout_dtype", "resume", "save_every", "rollout", "es_batched")
+    config["scale"] = {name: config.pop(name) for name in launcher}
     (out / "config.json").write_text(json.dumps(config))
     settings = evaluation_args(training.run_settings(out))
     assert settings.rollout_dtype == "bfloat16"

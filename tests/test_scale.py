@@ -2,6 +2,7 @@
 logic on plain torch models and a stand-in engine (the real engine, vLLM's CPU build, is
 tests/test_vllm.py's, in CI's second tier)."""
 import copy
+import dataclasses
 import json
 import os
 import shutil
@@ -355,10 +356,10 @@ def test_the_engine_gets_what_the_trainer_leaves_and_what_cannot_fit_is_refused(
     from transformers import Qwen2Config
 
     def settings(model, *flags, max_len=256 + 1024, gpu="NVIDIA H100 80GB HBM3", **scale_flags):
-        run = vars(config.parse_args(["--preset", "paper", *flags]))
-        scale = train.ScaleArgs(**{"rollout": "vllm", **scale_flags})
-        return train.engine_settings(run, scale, 8, (80e9 / memory.GB, gpu),
-                                     Qwen2Config(**memory.MODELS[model]), max_len)
+        args = config.parse_args(["--preset", "paper", "--rollout", "vllm", *flags])
+        return train.engine_settings(dataclasses.replace(args, **scale_flags), 8,
+                                     (80e9 / memory.GB, gpu), Qwen2Config(**memory.MODELS[model]),
+                                     max_len)
 
     engine = settings("Qwen2.5-1.5B-Instruct", "--algo", "grpo", "--grpo-microbatch", "4")
     assert engine.dtype == "bfloat16" and 0.25 < engine.memory < 0.3  # the trainer keeps 51.4 GB

@@ -12,7 +12,7 @@ from pathlib import Path
 import es_grpo
 from analyses.evaluation import evaluation_args
 from analyses.training import PATH_POINTS, eval_every, keeps_settings, train_run
-from scale.assembly import TRACKERS
+from scale.config import TRACKERS
 from es_grpo import log
 from scale.config import Args, parse_args
 

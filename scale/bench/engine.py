@@ -13,7 +13,7 @@ import tempfile
 import torch
 
 import es_grpo
-from scale.assembly import ScaleArgs, context
+from scale.assembly import context
 from scale.bench.harness import in_child, peak_rss_mb, timed, tiny_setup
 from scale.bench.real import REAL_FOLDER, real_setup
 from scale.gpu_check import CheckArgs, build
@@ -77,9 +77,11 @@ def measure_child(kind: str, setup: tuple, engine, rollout: str, prompts: list[s
     time); None: --rollout `rollout`, the population on the automatic path."""
     model, tokenizer, args, problems = setup
     if engine is not None:
-        run = context(args, model, tokenizer, ScaleArgs(rollout="vllm", es_batched="off"), engine)
+        in_engine = dataclasses.replace(args, rollout="vllm", es_batched="off")
+        run = context(in_engine, model, tokenizer, engine)
     else:
-        run = context(args, model, tokenizer, ScaleArgs(rollout=rollout, es_batched="auto"))
+        decoded = dataclasses.replace(args, rollout=rollout, es_batched="auto")
+        run = context(decoded, model, tokenizer)
     if kind.endswith("generate"):
         def measured():
             return run.generate(model, tokenizer, prompts, sampling).tokens

@@ -17,7 +17,7 @@ import torch
 
 import es_grpo
 from scale import config, verifier
-from scale.assembly import ScaleArgs, context
+from scale.assembly import context
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -74,7 +74,7 @@ def es_runner(model, tokenizer, args, problems, batched: str = "auto", grade=Non
     params = list(model.parameters())
     master = es_grpo.master_weights(params)
     counter = iter(range(10**6))
-    run = context(args, model, tokenizer, ScaleArgs(rollout="plain", es_batched=batched))
+    run = context(dataclasses.replace(args, rollout="plain", es_batched=batched), model, tokenizer)
     run = dataclasses.replace(run, grade=grade) if grade else run
     state = es_grpo.ESState(params, master)
     return lambda: es_grpo.es_step(run, state, problems[:args.es_prompts], next(counter))
@@ -88,7 +88,7 @@ def grpo_runner(model, tokenizer, args, problems, rollout: str = "plain", grade=
     reference = copy.deepcopy(model).requires_grad_(False)
     optimizer = torch.optim.AdamW(model.parameters(), lr=args.grpo_lr, weight_decay=0.0)
     counter = iter(range(10**6))
-    run = context(args, model, tokenizer, ScaleArgs(rollout=rollout))
+    run = context(dataclasses.replace(args, rollout=rollout), model, tokenizer)
     run = dataclasses.replace(run, grade=grade) if grade else run
 
     def step():

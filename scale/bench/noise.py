@@ -7,7 +7,7 @@ import statistics
 from pathlib import Path
 
 import es_grpo
-from scale.assembly import ScaleArgs, hooks
+from scale.assembly import hooks
 from scale.bench.harness import timed
 from scale.bench.real import REAL_FOLDER
 from scale.config import Args
@@ -18,7 +18,7 @@ def bench_noise(repeats: int) -> list[str]:
     folder = REAL_FOLDER if (Path(REAL_FOLDER) / "config.json").is_file() else ""
     params = list(es_grpo.load_model(folder)[0].parameters())
     values = sum(p.numel() for p in params)
-    table = hooks(Args(), ScaleArgs(es_noise="table"))["es_update"].source  # a run's table
+    table = hooks(Args(es_noise="table"))["es_update"].source  # a run's table
     made = timed(lambda: table.prepare(params))
     ways = {"es_grpo.noise, 1 thread": lambda seed: draw_all(es_grpo.noise, seed, params, 1),
             f"es_grpo.noise, {threads()} threads": lambda seed: draw_all(es_grpo.noise, seed,

@@ -14,7 +14,7 @@ import torch
 
 import es_grpo
 from scale import config
-from scale.assembly import ScaleArgs, context
+from scale.assembly import context
 from scale.bench.harness import (ROOT, alternate, grpo_runner, in_child, peak_rss_mb, timed,
                                  trl_steps)
 
@@ -80,7 +80,7 @@ def generate_tokens(model, tokenizer, prompts: list[str], new_tokens: int,
 def hf_path(args, model, tokenizer):
     """The generate hook of a run with these flags and --rollout hf: the HF path
     (scale/decode.py)."""
-    return context(args, model, tokenizer, ScaleArgs(rollout="hf")).generate
+    return context(dataclasses.replace(args, rollout="hf"), model, tokenizer).generate
 
 
 def bench_real_rollout(repeats: int) -> list[tuple]:
@@ -173,7 +173,7 @@ def real_es_noise(half, full, repeats: int) -> list[tuple]:
     prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems[:16]] * 16
     runs, splits = {}, {}
     for name, (noise, workers) in NOISE_KINDS.items():
-        run = context(es_args, model, tokenizer, ScaleArgs(rollout="hf", es_noise=noise))
+        run = context(dataclasses.replace(es_args, rollout="hf", es_noise=noise), model, tokenizer)
         run.score_members.workers = workers
         runs[name] = (run, es_grpo.ESState(params, es_grpo.master_weights(params)))
 
@@ -209,7 +209,7 @@ def real_es_case(half, full, members: int, count: int, repeats: int) -> list[tup
     es_args = dataclasses.replace(args, es_population=members, es_prompts=count, max_new_tokens=48)
     params, counter = list(model.parameters()), iter(range(10**6))
     state = es_grpo.ESState(params, es_grpo.master_weights(params))
-    run = context(es_args, model, tokenizer, ScaleArgs(rollout="hf", es_batched="auto"))
+    run = context(dataclasses.replace(es_args, rollout="hf", es_batched="auto"), model, tokenizer)
     prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems[:count]] * members
     batch = dataclasses.replace(es_args.sampling("es", 0), batch_size=len(prompts))
     commands = {"es": lambda: es_grpo.es_step(run, state, problems[:count], next(counter)),
@@ -264,7 +264,7 @@ def real_child(kind: str):
                                max_new_tokens=48, grpo_autocast=True, rollout_dtype="bfloat16")
     # es-off, es-on: member by member, or the population decoded in one batch
     batched = kind[3:] if kind in ("es-off", "es-on") else "auto"
-    run = context(args, model, tokenizer, ScaleArgs(rollout="hf", es_batched=batched))
+    run = context(dataclasses.replace(args, rollout="hf", es_batched=batched), model, tokenizer)
     params, counter = list(model.parameters()), iter(range(10**6))
     if kind == "inference":
         prompts = [es_grpo.prompt_text(p, tokenizer) for p in problems[:16]]

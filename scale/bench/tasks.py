@@ -2,10 +2,11 @@
 families, generated here, and on the built-in ones."""
 from __future__ import annotations
 
+import dataclasses
 import random
 
 import es_grpo
-from scale.assembly import ScaleArgs, context
+from scale.assembly import context
 from scale.bench.real import real_setup
 from tiny_model.tasks import ITEMS, NAMES
 
@@ -64,7 +65,8 @@ def measure_families(families: dict[str, list[dict]]) -> list[str]:
     new tokens, the project's grader and chat prompts, decoded in bfloat16; the share of answers in
     the right format and their lengths."""
     model, tokenizer, args, _ = real_setup("bfloat16")
-    run = context(args, model, tokenizer, ScaleArgs(rollout="hf"))  # a run's HF path and grader
+    # a run's HF path and grader
+    run = context(dataclasses.replace(args, rollout="hf"), model, tokenizer)
     lines = ["| family (100 problems x 2 samples, T=0.6) | pass@1 | final answer | mean tokens | "
              "95th pct |", "|---|---|---|---|---|"]
     for name, problems in families.items():

@@ -18,7 +18,7 @@ import torch
 
 import es_grpo
 from scale import config, population, verifier
-from scale.assembly import ScaleArgs, context
+from scale.assembly import context
 from scale.bench.harness import (alternate, es_runner, grpo_runner, in_child, peak_rss_mb, timed,
                                  tiny_setup, trl_steps)
 from scale.gpu_check import CheckArgs, build
@@ -131,7 +131,7 @@ def bench_eval(repeats: int) -> list[tuple]:
     _, evaluation, _ = config.evaluation_sets(args, tokenizer)
     prompts = [es_grpo.prompt_text(p, tokenizer) for p in evaluation
                for _ in range(args.eval_samples)]
-    run = context(args, model, tokenizer, ScaleArgs(rollout="plain"))
+    run = context(dataclasses.replace(args, rollout="plain"), model, tokenizer)
     medians = alternate({
         "eval": lambda: es_grpo.evaluate(run, evaluation),
         "raw": lambda: es_grpo.rollout(model, tokenizer, prompts, args.sampling("eval", args.seed)),
