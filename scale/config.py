@@ -38,7 +38,16 @@ def centered(rewards: torch.Tensor) -> torch.Tensor:
     return (rewards - rewards.mean()) * (rewards.max() > rewards.min())
 
 
-SHAPINGS = {"zscore": zscore, "centered": centered}  # ES's fitness shaping: rewards -> z (N,)
+def centered_ranks(rewards: torch.Tensor) -> torch.Tensor:
+    """OpenAI ES's fitness shaping (Salimans et al., 2017): each reward's rank over N - 1, less
+    one half, in [-0.5, 0.5]; tied rewards share their mean rank, so all-equal ones give zeros."""
+    above = (rewards[:, None] > rewards[None, :]).sum(1)
+    ties = (rewards[:, None] == rewards[None, :]).sum(1) - 1
+    return (above + ties / 2) / (len(rewards) - 1) - 0.5
+
+
+SHAPINGS = {"zscore": zscore, "centered": centered,  # ES's fitness shaping: rewards -> z (N,)
+            "rank": centered_ranks}
 AFFINE = ("zscore", "centered")  # the shapings whose z is affine in the rewards (scale/es.py)
 
 
@@ -74,8 +83,10 @@ class Args(es_grpo.Args):
     preset: str = flag("tiny", "defaults: tiny (CPU, shipped model) or paper", tuple(PRESETS))
     overwrite: bool = flag(False, "replace an existing run folder (one a run made)")
     # ES at scale (scale/es.py)
-    es_shaping: str = flag("zscore", "ES's fitness shaping: zscore or centered (raw rewards less "
-                                     "their mean)", tuple(SHAPINGS))
+    es_shaping: str = flag("zscore", "ES's fitness shaping: zscore, centered (raw rewards less "
+                                     "their mean) or rank (centred ranks, OpenAI ES's; members "
+                                     "one at a time keep their eps for the update)",
+                           tuple(SHAPINGS))
     es_noise: str = flag("once", "ES's eps: once (each member's drawn once, on every core, and "
                                  "summed or kept as it is scored: the update draws nothing "
                                  "again), redrawn (es_grpo.py's two draws) or table (a "
@@ -135,7 +146,8 @@ class Args(es_grpo.Args):
 def parse_args(argv=None, prog=None) -> Args:
     """Flags override the preset, which overrides the dataclass defaults; with --resume, the run
     folder's saved settings are the flags, and only how it is kept and launched (LAUNCH) may be
-    given anew (else: as it was launched). es_grpo.py's checks read every field's range, these too."""
+    given anew (else: as it was launched). es_grpo.py's checks read every field's range, these
+    too."""
     argv = sys.argv[1:] if argv is None else argv
     parser = dataclass_parser(Args, prog, allow_abbrev=False)
     given = parser.parse_known_args(argv)[0]

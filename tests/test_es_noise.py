@@ -2,6 +2,7 @@
 sums, or from the eps kept), drawn on every core, and the shared noise table (a departure), against
 es_grpo.py's two draws."""
 import copy
+import json
 import math
 
 import pytest
@@ -127,3 +128,39 @@ def test_es_with_the_table_moves_toward_the_better_members(tiny):
                     seed=3)
     step = master[index] - before
     assert float(step @ direction / (step.norm() * direction.norm())) > 0.25
+
+
+def test_centred_ranks_keep_each_eps_drawn_once_and_a_tiny_run_learns(tiny, tmp_path):
+    """--es-shaping rank (OpenAI ES's centred ranks): ties share a rank and equal rewards give
+    zeros; its weights are not affine in the rewards, so members one at a time keep their eps and
+    the update draws none again (the master equal to es_grpo.es_update's with those weights, bit
+    for bit); and a tiny scale.train run with it gains reward over its control (--es-null)."""
+    from conftest import run_scale
+    from scale.config import Args, centered_ranks
+    ranks = centered_ranks(torch.tensor([0.5, 0.0, 0.5, 1.0, 0.25]))
+    assert ranks.tolist() == [0.125, -0.5, 0.125, 0.5, -0.25]
+    assert not centered_ranks(torch.ones(4)).any()
+    problems = es_grpo.generate_problems("countdown", 8, seed=7)
+    args = Args(es_population=8, es_prompts=8, max_new_tokens=8, es_sigma=3e-2,
+                es_shaping="rank")
+    source = Counted()
+    scorer, update = PopulationScorer(source, "off"), Update(source)
+    ours = one_update(*tiny, args, problems, score_members=scorer, es_update=update)
+    reference = one_update(*tiny, args, problems)  # es_grpo.py's scorer and update, args.fitness
+    assert scorer.path == "kept" and set(source.draws.values()) == {1}
+    assert all(torch.equal(a, b) for a, b in zip(reference[0], ours[0]))
+    rewards = {}
+    for name, flags in (("rank", []), ("null", ["--es-null"])):
+        out = tmp_path / name
+        result = run_scale("--algo", "es", "--steps", "20", "--es-shaping", "rank",
+                           "--es-alpha", "8e-3", "--es-population", "16", "--es-prompts", "32",
+                           "--eval-problems", "32", "--eval-samples", "16",
+                           "--heldout-problems", "4", "--es-batched", "off", *flags,
+                           "--out", str(out))
+        assert result.returncode == 0, result.stderr[-2000:]
+        assert json.loads((out / "config.json").read_text())["es_paths"] == ["kept"]
+        base, trained = json.loads((out / "summary.json").read_text())["stages"]
+        rewards[name] = trained["reward"] - base["reward"]  # the same evaluation problems
+    print(f"evaluation reward gain over 20 updates: rank {rewards['rank']:+.3f}, "
+          f"null {rewards['null']:+.3f}")
+    assert rewards["rank"] > rewards["null"] and rewards["rank"] > 0
