@@ -183,7 +183,8 @@ def end_of(run: dict, k: int) -> dict:
 
 def comparisons(runs: dict, k: int) -> dict[str, dict]:
     """The fair comparisons: each model at its end against another schedule's path at matched
-    compute or matched Pass@1."""
+    compute or matched Pass@1; claim 1's two alone where the runs hold no GRPO->ES (stopped runs:
+    the trajectories report)."""
     paths = {name: path_arrays(run["paths"], k) for name, run in runs.items()}
     ends = {name: end_of(run, k) for name, run in runs.items()}
     # the one that spent less, at its end
@@ -193,15 +194,17 @@ def comparisons(runs: dict, k: int) -> dict[str, dict]:
                 matched(ends[first], paths[second], axis, k))
 
     rows = {"ES vs GRPO, at ES's Pass@1": matched(ends["es"], paths["grpo"], "pass@1", k),
-            **dict(at_the_shorter(a, b, axis) for a, b, axis in (
-                ("grpo", "es", "sequences"), ("grpo", "es", "seconds"),
-                ("grpo", "grpo-es", "seconds"))),
-            "GRPO->ES vs GRPO, at equal updates":
-                matched(ends["grpo-es"], paths["grpo"], "update", k),
-            "GRPO->ES vs GRPO, at GRPO->ES's Pass@1":
-                matched(ends["grpo-es"], paths["grpo"], "pass@1", k),
-            "GRPO->ES vs ES, at GRPO->ES's Pass@1":
-                matched(ends["grpo-es"], paths["es"], "pass@1", k)}
+            **dict([at_the_shorter("grpo", "es", "sequences")])}
+    if "grpo-es" not in runs:
+        return rows
+    rows |= {**dict(at_the_shorter(a, b, "seconds") for a, b in (("grpo", "es"),
+                                                                  ("grpo", "grpo-es"))),
+             "GRPO->ES vs GRPO, at equal updates":
+                 matched(ends["grpo-es"], paths["grpo"], "update", k),
+             "GRPO->ES vs GRPO, at GRPO->ES's Pass@1":
+                 matched(ends["grpo-es"], paths["grpo"], "pass@1", k),
+             "GRPO->ES vs ES, at GRPO->ES's Pass@1":
+                 matched(ends["grpo-es"], paths["es"], "pass@1", k)}
     data = {"a1": ends["grpo-es"]["pass@1"], "b1": ends["es"]["pass@1"],
             "ak": ends["grpo-es"][f"pass@{k}"], "bk": ends["es"][f"pass@{k}"]}
     rows["GRPO->ES vs ES alone, at equal sequences"] = {
@@ -211,21 +214,22 @@ def comparisons(runs: dict, k: int) -> dict[str, dict]:
     return rows
 
 
-def pass_at_k_curves(runs: dict) -> dict:
-    """Pass@K for K = 1, 2, 4, ..., n of base and every schedule's end (means over seeds and
-    problems), the smallest K at which the base model is at least as good, and base minus model at K
-    = n with its interval."""
-    n = runs["es"]["config"]["eval_samples"]
+def pass_at_k_curves(runs: dict, base: str = "es", intervals: bool = True) -> dict:
+    """Pass@K for K = 1, 2, 4, ..., n of the base model (run `base`'s) and every run's end (means
+    over seeds and problems), the smallest K at which the base model is at least as good, and (with
+    `intervals`) base minus model at K = n with its interval over the run's own seeds."""
+    n = runs[base]["config"]["eval_samples"]
     ks = curve_ks(n)
-    models = {"base": runs["es"]["base"], **{name: run["finals"] for name, run in runs.items()}}
+    models = {"base": runs[base]["base"], **{name: run["finals"] for name, run in runs.items()}}
     curves = {name: {f"pass@{k}": float(finals_array(rows, n, k).mean()) for k in ks}
               for name, rows in models.items()}
     for name in runs:
         crossing = [k for k in ks if curves["base"][f"pass@{k}"] >= curves[name][f"pass@{k}"]]
         curves[name]["base_overtakes_at_K"] = crossing[0] if crossing else None
-        # the run's own seeds
-        curves[name][f"base_minus_model_at_{n}"] = interval(lambda m: m["b"] - m["m"], {
-            "b": finals_array(runs[name]["base"], n, n), "m": finals_array(models[name], n, n)})
+        if intervals:
+            curves[name][f"base_minus_model_at_{n}"] = interval(lambda m: m["b"] - m["m"], {
+                "b": finals_array(runs[name]["base"], n, n),
+                "m": finals_array(models[name], n, n)})
     return curves
 
 

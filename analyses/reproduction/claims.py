@@ -307,7 +307,8 @@ RULES = (claim1, claim2, claim3, claim4, claim5, claim6)
 
 def judge(evidence: Evidence) -> list[Claim]:
     """The six claims, each read off its own values (claim 2's advantage is claim 1's)."""
-    first = claim1_values(evidence)
+    first = claim1_values(evidence.runs, evidence.rows, evidence.frontier, evidence.plan.k,
+                          evidence.matched)
     values = (first, claim2_values(evidence, first), *(read(evidence) for read in (
         claim3_values, claim4_values, claim5_values, claim6_values)))
     return [rule(value) for rule, value in zip(RULES, values)]

@@ -29,23 +29,23 @@ def versus(rows: dict, first: str, second: str, axis: str) -> dict | None:
     return None
 
 
-def es_pass1_gain(evidence: Evidence) -> Interval:
+def es_pass1_gain(runs: dict) -> Interval:
     """ES's Pass@1 at its end minus the base model's, seed for seed (claims 1 and 4)."""
-    es, n = evidence.runs["es"], evidence.runs["es"]["config"]["eval_samples"]
+    es, n = runs["es"], runs["es"]["config"]["eval_samples"]
     return paired_difference(finals_array(es["finals"], n, 1), finals_array(es["base"], n, 1))
 
 
-def ceilings(evidence: Evidence, k: int) -> dict:
+def ceilings(runs: dict, frontier: dict, k: int) -> dict:
     """Where a GRPO-trained run (every learning rate's, and GRPO->ES) leaves no room for a loss of
     coverage: its highest mean Pass@1 along its path and the first update where it reaches the base
     model's Pass@k (from there its Pass@k cannot be below the base's: Pass@k >= Pass@1 on every
     problem) or SATURATION."""
-    runs = {**{name: run for name, run in evidence.frontier.items() if name.startswith("grpo")},
-            **{name: evidence.runs[name] for name in ("grpo", "grpo-es") if name in evidence.runs}}
-    n = evidence.runs["es"]["config"]["eval_samples"]
-    base = float(finals_array(evidence.runs["es"]["base"], n, k).mean())
+    grpo = {**{name: run for name, run in frontier.items() if name.startswith("grpo")},
+            **{name: runs[name] for name in ("grpo", "grpo-es") if name in runs}}
+    n = runs["es"]["config"]["eval_samples"]
+    base = float(finals_array(runs["es"]["base"], n, k).mean())
     found = {}
-    for name, run in runs.items():
+    for name, run in grpo.items():
         path = path_arrays(run["paths"], k)
         points = list(zip(path["update"], path["pass@1"].mean((1, 2))))  # (update, mean Pass@1)
         first = [next((int(u) for u, p in points if p >= level),
@@ -53,24 +53,26 @@ def ceilings(evidence: Evidence, k: int) -> dict:
         found[name] = {"highest_pass1": float(max(p for _, p in points)),
                        "end_pass1": float(points[-1][1]),
                        "reaches_base_passk": first[0], "saturates": first[1]}
-    levels = {name: float(finals_array(evidence.runs[name]["finals"], n,
+    levels = {name: float(finals_array(runs[name]["finals"], n,
                                        1).mean()) for name in ("es", "grpo-es")
-              if name in evidence.runs}  # where the parts at matched Pass@1 meet GRPO's paths
+              if name in runs}  # where the parts at matched Pass@1 meet GRPO's paths
     return {"base_passk": base, "runs": found, "matched_levels": levels}
 
 
-def claim1_values(evidence: Evidence) -> dict:
+def claim1_values(runs: dict, rows: dict, frontier: dict, k: int,
+                  matched: dict | None = None) -> dict:
     """ES against the base and GRPO: Pass@1, Pass@k and entropy at the runs' ends and where GRPO's
     calibrated path reaches ES's Pass@1; GRPO against ES at matched sequences; where GRPO's runs
-    saturate; with claim1_matched_values' and frontier_values' (claim 1's trade-off)."""
-    runs, rows, k = evidence.runs, evidence.rows, evidence.plan.k
+    saturate; with claim1_matched_values' and frontier_values' (claim 1's trade-off). runs,
+    frontier: load_runs' (at least "es" and "grpo"); rows: paths.comparisons'; matched:
+    grpo_at_gain's (None: no GRPO models trained to ES's Pass@1)."""
     n = runs["es"]["config"]["eval_samples"]
     base = finals_array(runs["es"]["base"], n, k)
     at_es = matched_entropy(end_of(runs["es"], k), path_arrays(runs["grpo"]["paths"], k),
                             runs["grpo"]["base"])
     base_entropy = float(np.mean([row["entropy"] for row in runs["grpo"]["base"]]))
     grpo_vs_es = versus(rows, "GRPO", "ES", "sequences")
-    values = {"k": k, "es_pass1_gain": es_pass1_gain(evidence),
+    values = {"k": k, "es_pass1_gain": es_pass1_gain(runs),
               "entropy_margin": ENTROPY_MARGIN_SHARE * base_entropy,
               "entropy_es_minus_grpo_at_es_pass1": at_es["difference"],
               "grpo_entropy_relative_change_at_es_pass1": at_es["relative"],
@@ -84,12 +86,12 @@ def claim1_values(evidence: Evidence) -> dict:
               "grpo_passk_change": paired_difference(
                   finals_array(runs["grpo"]["finals"], n, k), base),
               "passk_es_minus_grpo_at_es_pass1": rows["ES vs GRPO, at ES's Pass@1"][f"pass@{k}"],
-              "ceilings": ceilings(evidence, k)}
+              "ceilings": ceilings(runs, frontier, k)}
     if grpo_vs_es is not None:
         values |= {"grpo_minus_es_pass1_at_sequences": grpo_vs_es["pass@1"],
                    "grpo_minus_es_sequences": grpo_vs_es["where"]}
-    return (values | claim1_matched_values(evidence)
-            | (frontier_values(evidence) if evidence.frontier else {}))
+    return (values | (claim1_matched_values(runs, matched, k) if matched else {})
+            | (frontier_values(runs, frontier, k) if frontier else {}))
 
 
 def es_passk_advantage(e: dict) -> tuple:
@@ -155,7 +157,7 @@ def claim4_values(evidence: Evidence) -> dict:
     gaussian = gaussian_kept_share(seeds["sparsity"])
     excess = lambda m, a="": (m[a + "top"]
                               - m["base"]) - gaussian * (m[a + "full"] - m["base"])  # noqa: E731
-    e = {"es_pass1_gain": es_pass1_gain(evidence), "drift_ratio": evidence.drift_ratio,
+    e = {"es_pass1_gain": es_pass1_gain(evidence.runs), "drift_ratio": evidence.drift_ratio,
          "sparsity": seeds["sparsity"],
          "sparse_pass1_change": paired_difference(top, full),
          "sparse_minus_random": paired_difference(top, blind),
