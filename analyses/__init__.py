@@ -9,9 +9,10 @@ imports):
          reproduction/parts.py (the claims' parts rendered: the opening table, the fixed margins),
          reproduction/costs.py (what the runs cost: budgets, wall times, the power plan),
          reproduction/montecarlo.py (the outcomes judged again under other bootstrap seeds)
-      -> reproduction/claims.py (each claim: its parts as the paper states them, each a
-         Condition, and what it shows beside them: records, no sentences)
-      -> reproduction/readings.py (what each claim reads off the evidence)
+      -> reproduction/claims.py (claims 1-3 and the judge of all six: each claim's values read
+         off the evidence, then its parts as the paper states them, each a Condition, and what it
+         shows beside them: records, no sentences)
+      -> reproduction/es_claims.py (claims 4-6, about ES itself, alike)
       -> reproduction/matching.py (the comparisons at matched Pass@1 of claims 1, 2 and 6)
       -> reproduction/evidence.py (everything measured, once) -> reproduction/plan.py (the runs),
          reproduction/pilot.py (a real model's power plan, from the base model on dev problems)
@@ -22,8 +23,8 @@ imports):
          report/PREREGISTRATION.json, verdict words), statistics.py (intervals)
       -> scale/, es_grpo.py
 
-Where each claim of the paper (arXiv 2608.27351) is measured and judged (by
-reproduction/claims.py):
+Where each claim of the paper (arXiv 2608.27351) is measured and judged (claims 1-3 by
+reproduction/claims.py, 4-6 by reproduction/es_claims.py):
 
     claim                                 measured in  by                             judged by
     1 ES raises Pass@1, keeps Pass@K;     paths        comparisons, matched_entropy;  claim1

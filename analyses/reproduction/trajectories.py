@@ -22,8 +22,7 @@ import es_grpo
 from analyses import figures
 from analyses.evaluation import curve_ks
 from analyses.paths import LABELS, comparisons, pass_at_k_curves, path_point, read_metrics
-from analyses.reproduction.claims import claim1
-from analyses.reproduction.readings import claim1_values
+from analyses.reproduction.claims import claim1, claim1_values
 from analyses.reproduction.pilot import entropy_difference_variance
 from analyses.reproduction.parts import claim_records, parts_section
 from analyses.reproduction.scaling import scale_paragraph
