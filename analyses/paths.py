@@ -53,12 +53,8 @@ def run_path(run: Path, k: int) -> list[dict]:
     config, summary = (json.loads((run / name).read_text()) for name
                        in ("config.json", "summary.json"))
     stages = summary["stages"]
-
-    def point(where: dict, result: dict, n: int) -> dict:
-        return path_point(where, result, n, k)
-
-    path = [point({"update": 0, "sequences": 0, "tokens": 0, "seconds": 0.0}, stages[0],
-                  config["eval_samples"])]
+    path = [path_point({"update": 0, "sequences": 0, "tokens": 0, "seconds": 0.0}, stages[0],
+                       config["eval_samples"], k)]
     ends, update, done = {}, 0, {"sequences": 0, "tokens": 0, "seconds": 0.0}
     for (_, updates), row in zip(es_grpo.stages_of(config["algo"], config["steps"]), stages[1:]):
         update, done = update + updates, {key: done[key] + row[key] for key in done}
@@ -67,11 +63,12 @@ def run_path(run: Path, k: int) -> list[dict]:
         if "eval" in line and line["update"] not in ends:
             where = {"update": line["update"], "sequences": line["run_sequences"],
                      "tokens": line["run_tokens"], "seconds": line["run_seconds"]}
-            path.append(point(where, line["eval"], config["trajectory_samples"]))
+            path.append(path_point(where, line["eval"], config["trajectory_samples"], k))
         # a stage's end: its full evaluation (more samples) stands for the point
         if line["update"] in ends:
             done, row = ends[line["update"]]
-            path.append(point({"update": line["update"], **done}, row, config["eval_samples"]))
+            path.append(path_point({"update": line["update"], **done}, row,
+                                   config["eval_samples"], k))
     return path
 
 

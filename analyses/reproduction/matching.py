@@ -93,10 +93,8 @@ def zscore_at_matched_pass1(zscored: dict, raw: dict, k: int) -> Interval:
     """Z-scored ES's Pass@k minus raw rewards' where their Pass@1 match (load_runs' records, the
     same seeds): the run that ends at the lower Pass@1, at its end, against the other's path there
     (claim 1's matching)."""
-    ends, paths = (end_of(run, k) for run in (zscored,
-                                              raw)), (path_arrays(run["paths"], k) for run
-                                                      in (zscored, raw))
-    (z_end, raw_end), (z_path, raw_path) = ends, paths
+    z_end, raw_end = end_of(zscored, k), end_of(raw, k)
+    z_path, raw_path = path_arrays(zscored["paths"], k), path_arrays(raw["paths"], k)
     if z_end["pass@1"].mean() <= raw_end["pass@1"].mean():
         return matched(z_end, raw_path, "pass@1", k)[f"pass@{k}"]
     ci = matched(raw_end, z_path, "pass@1", k)[f"pass@{k}"]
