@@ -46,6 +46,17 @@ def path_point(where: dict, result: dict, n: int, k: int) -> dict:
             "entropy": result["entropy"], **entropy_by_problem(result, len(result["correct"]))}
 
 
+START = {"update": 0, "sequences": 0, "tokens": 0, "seconds": 0.0}  # a path's first point: the base
+
+
+def trajectory_point(line: dict, n: int, k: int) -> dict:
+    """A metrics.jsonl line's trajectory evaluation (n samples a problem) as a path point, at the
+    compute spent since the run's start (read_metrics)."""
+    return path_point({"update": line["update"], "sequences": line["run_sequences"],
+                       "tokens": line["run_tokens"], "seconds": line["run_seconds"]}, line["eval"],
+                      n, k)
+
+
 def run_path(run: Path, k: int) -> list[dict]:
     """A run's path: the base model, every trajectory point and every stage's end, with the compute
     spent so far (update, sequences, tokens, seconds) and per-problem Pass@1 and Pass@k (arrays
@@ -53,17 +64,14 @@ def run_path(run: Path, k: int) -> list[dict]:
     config, summary = (json.loads((run / name).read_text()) for name
                        in ("config.json", "summary.json"))
     stages = summary["stages"]
-    path = [path_point({"update": 0, "sequences": 0, "tokens": 0, "seconds": 0.0}, stages[0],
-                       config["eval_samples"], k)]
+    path = [path_point(START, stages[0], config["eval_samples"], k)]
     ends, update, done = {}, 0, {"sequences": 0, "tokens": 0, "seconds": 0.0}
     for (_, updates), row in zip(es_grpo.stages_of(config["algo"], config["steps"]), stages[1:]):
         update, done = update + updates, {key: done[key] + row[key] for key in done}
         ends[update] = (done, row)
     for line in read_metrics(run):
         if "eval" in line and line["update"] not in ends:
-            where = {"update": line["update"], "sequences": line["run_sequences"],
-                     "tokens": line["run_tokens"], "seconds": line["run_seconds"]}
-            path.append(path_point(where, line["eval"], config["trajectory_samples"], k))
+            path.append(trajectory_point(line, config["trajectory_samples"], k))
         # a stage's end: its full evaluation (more samples) stands for the point
         if line["update"] in ends:
             done, row = ends[line["update"]]

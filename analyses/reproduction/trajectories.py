@@ -21,7 +21,8 @@ import numpy as np
 import es_grpo
 from analyses import figures
 from analyses.evaluation import curve_ks
-from analyses.paths import LABELS, comparisons, pass_at_k_curves, path_point, read_metrics
+from analyses.paths import (LABELS, START, comparisons, pass_at_k_curves, path_point,
+                            read_metrics, trajectory_point)
 from analyses.reproduction.claims import claim1, claim1_values
 from analyses.reproduction.pilot import entropy_difference_variance
 from analyses.reproduction.parts import claim_records, parts_section
@@ -60,10 +61,7 @@ def stopped_run(folder: Path, settings: dict, base: dict) -> dict:
         raise es_grpo.BadInput(f"{folder}: no trajectory point, fewer than {K} samples a point, or "
                                f"evaluated otherwise than the base "
                                f"({', '.join(differ) or 'samples or problems'})")
-    path = [path_point({"update": 0, "sequences": 0, "tokens": 0, "seconds": 0.0}, base, n, K)]
-    path += [path_point({"update": line["update"], "sequences": line["run_sequences"],
-                         "tokens": line["run_tokens"],
-                         "seconds": line["run_seconds"]}, line["eval"], n, K) for line in lines]
+    path = [path_point(START, base, n, K), *(trajectory_point(line, n, K) for line in lines)]
     last = path[-1]
     return {"finals": [lines[-1]["eval"]], "base": [base], "paths": [path],
             "totals": {key: [last[key]] for key in ("sequences", "tokens", "seconds")},
