@@ -184,11 +184,13 @@ def claim6_values(evidence: Evidence) -> dict:
     """Claim 6's arms against the report's ES runs, seed for seed; the population sweeps, shown."""
     sweep, arms, sizes = evidence.sweep, evidence.arms, evidence.sizes
     pass1_of = lambda row: per_problem([row["correct"]], row["samples"], 1)  # noqa: E731  (1, P)
+
+    def small_and_large(rows: dict) -> tuple:  # Pass@1 of the smallest population, the largest's
+        by_n = sorted(rows.values(), key=lambda row: row["population"])
+        return pass1_of(by_n[0]), pass1_of(by_n[-1])
     e = {"k": evidence.plan.k}
     if sweep:
-        by_n = sorted(sweep.values(), key=lambda row: row["population"])
-        e["sweep_pass1_small_minus_large"] = paired_difference(
-            pass1_of(by_n[0]), pass1_of(by_n[-1]))
+        e["sweep_pass1_small_minus_large"] = paired_difference(*small_and_large(sweep))
     # z-scoring and antithetic: each arm's seeds against the report's ES runs, seed for seed
     if arms:
         n = evidence.runs["es"]["config"]["eval_samples"]
@@ -205,9 +207,6 @@ def claim6_values(evidence: Evidence) -> dict:
               "raw_path_points": min(map(len, arms["raw_run"]["paths"]))}
     # how much better the smallest population does than the largest, larger minus smaller model
     if sizes:
-        def small_and_large(rows):
-            by_n = sorted(rows.values(), key=lambda r: r["population"])
-            return pass1_of(by_n[0]), pass1_of(by_n[-1])
         smallest, largest = (pick(sizes, key=lambda z: sizes[z]["parameters"])
                              for pick in (min, max))
         (ss, sl), (ls, ll) = (small_and_large(sizes[size]["rows"]) for size in (smallest, largest))
