@@ -46,6 +46,17 @@ def path_point(where: dict, result: dict, n: int, k: int) -> dict:
             "entropy": result["entropy"], **entropy_by_problem(result, len(result["correct"]))}
 
 
+START = {"update": 0, "sequences": 0, "tokens": 0, "seconds": 0.0}  # a path's first point: the base
+
+
+def trajectory_point(line: dict, n: int, k: int) -> dict:
+    """A metrics.jsonl line's trajectory evaluation (n samples a problem) as a path point, at the
+    compute spent since the run's start (read_metrics)."""
+    return path_point({"update": line["update"], "sequences": line["run_sequences"],
+                       "tokens": line["run_tokens"], "seconds": line["run_seconds"]}, line["eval"],
+                      n, k)
+
+
 def run_path(run: Path, k: int) -> list[dict]:
     """A run's path: the base model, every trajectory point and every stage's end, with the compute
     spent so far (update, sequences, tokens, seconds) and per-problem Pass@1 and Pass@k (arrays
@@ -53,25 +64,19 @@ def run_path(run: Path, k: int) -> list[dict]:
     config, summary = (json.loads((run / name).read_text()) for name
                        in ("config.json", "summary.json"))
     stages = summary["stages"]
-
-    def point(where: dict, result: dict, n: int) -> dict:
-        return path_point(where, result, n, k)
-
-    path = [point({"update": 0, "sequences": 0, "tokens": 0, "seconds": 0.0}, stages[0],
-                  config["eval_samples"])]
+    path = [path_point(START, stages[0], config["eval_samples"], k)]
     ends, update, done = {}, 0, {"sequences": 0, "tokens": 0, "seconds": 0.0}
     for (_, updates), row in zip(es_grpo.stages_of(config["algo"], config["steps"]), stages[1:]):
         update, done = update + updates, {key: done[key] + row[key] for key in done}
         ends[update] = (done, row)
     for line in read_metrics(run):
         if "eval" in line and line["update"] not in ends:
-            where = {"update": line["update"], "sequences": line["run_sequences"],
-                     "tokens": line["run_tokens"], "seconds": line["run_seconds"]}
-            path.append(point(where, line["eval"], config["trajectory_samples"]))
+            path.append(trajectory_point(line, config["trajectory_samples"], k))
         # a stage's end: its full evaluation (more samples) stands for the point
         if line["update"] in ends:
             done, row = ends[line["update"]]
-            path.append(point({"update": line["update"], **done}, row, config["eval_samples"]))
+            path.append(path_point({"update": line["update"], **done}, row,
+                                   config["eval_samples"], k))
     return path
 
 
@@ -183,7 +188,8 @@ def end_of(run: dict, k: int) -> dict:
 
 def comparisons(runs: dict, k: int) -> dict[str, dict]:
     """The fair comparisons: each model at its end against another schedule's path at matched
-    compute or matched Pass@1."""
+    compute or matched Pass@1; claim 1's two alone where the runs hold no GRPO->ES (stopped runs:
+    the trajectories report)."""
     paths = {name: path_arrays(run["paths"], k) for name, run in runs.items()}
     ends = {name: end_of(run, k) for name, run in runs.items()}
     # the one that spent less, at its end
@@ -193,15 +199,17 @@ def comparisons(runs: dict, k: int) -> dict[str, dict]:
                 matched(ends[first], paths[second], axis, k))
 
     rows = {"ES vs GRPO, at ES's Pass@1": matched(ends["es"], paths["grpo"], "pass@1", k),
-            **dict(at_the_shorter(a, b, axis) for a, b, axis in (
-                ("grpo", "es", "sequences"), ("grpo", "es", "seconds"),
-                ("grpo", "grpo-es", "seconds"))),
-            "GRPO->ES vs GRPO, at equal updates":
-                matched(ends["grpo-es"], paths["grpo"], "update", k),
-            "GRPO->ES vs GRPO, at GRPO->ES's Pass@1":
-                matched(ends["grpo-es"], paths["grpo"], "pass@1", k),
-            "GRPO->ES vs ES, at GRPO->ES's Pass@1":
-                matched(ends["grpo-es"], paths["es"], "pass@1", k)}
+            **dict([at_the_shorter("grpo", "es", "sequences")])}
+    if "grpo-es" not in runs:
+        return rows
+    rows |= {**dict(at_the_shorter(a, b, "seconds") for a, b in (("grpo", "es"),
+                                                                  ("grpo", "grpo-es"))),
+             "GRPO->ES vs GRPO, at equal updates":
+                 matched(ends["grpo-es"], paths["grpo"], "update", k),
+             "GRPO->ES vs GRPO, at GRPO->ES's Pass@1":
+                 matched(ends["grpo-es"], paths["grpo"], "pass@1", k),
+             "GRPO->ES vs ES, at GRPO->ES's Pass@1":
+                 matched(ends["grpo-es"], paths["es"], "pass@1", k)}
     data = {"a1": ends["grpo-es"]["pass@1"], "b1": ends["es"]["pass@1"],
             "ak": ends["grpo-es"][f"pass@{k}"], "bk": ends["es"][f"pass@{k}"]}
     rows["GRPO->ES vs ES alone, at equal sequences"] = {
@@ -211,21 +219,22 @@ def comparisons(runs: dict, k: int) -> dict[str, dict]:
     return rows
 
 
-def pass_at_k_curves(runs: dict) -> dict:
-    """Pass@K for K = 1, 2, 4, ..., n of base and every schedule's end (means over seeds and
-    problems), the smallest K at which the base model is at least as good, and base minus model at K
-    = n with its interval."""
-    n = runs["es"]["config"]["eval_samples"]
+def pass_at_k_curves(runs: dict, base: str = "es", intervals: bool = True) -> dict:
+    """Pass@K for K = 1, 2, 4, ..., n of the base model (run `base`'s) and every run's end (means
+    over seeds and problems), the smallest K at which the base model is at least as good, and (with
+    `intervals`) base minus model at K = n with its interval over the run's own seeds."""
+    n = runs[base]["config"]["eval_samples"]
     ks = curve_ks(n)
-    models = {"base": runs["es"]["base"], **{name: run["finals"] for name, run in runs.items()}}
+    models = {"base": runs[base]["base"], **{name: run["finals"] for name, run in runs.items()}}
     curves = {name: {f"pass@{k}": float(finals_array(rows, n, k).mean()) for k in ks}
               for name, rows in models.items()}
     for name in runs:
         crossing = [k for k in ks if curves["base"][f"pass@{k}"] >= curves[name][f"pass@{k}"]]
         curves[name]["base_overtakes_at_K"] = crossing[0] if crossing else None
-        # the run's own seeds
-        curves[name][f"base_minus_model_at_{n}"] = interval(lambda m: m["b"] - m["m"], {
-            "b": finals_array(runs[name]["base"], n, n), "m": finals_array(models[name], n, n)})
+        if intervals:
+            curves[name][f"base_minus_model_at_{n}"] = interval(lambda m: m["b"] - m["m"], {
+                "b": finals_array(runs[name]["base"], n, n),
+                "m": finals_array(models[name], n, n)})
     return curves
 
 

@@ -1,7 +1,8 @@
 """The parts' tests and the claims' verdict words. Each part of a claim is a Condition: a test
 (rises, falls, keeps, no_gain, at_least, falls_by, every_seed) read off an interval
 (statistics.interval) against a margin fixed in advance and dated in report/PREREGISTRATION.json; a
-claim's verdict follows from its parts' outcomes."""
+claim's verdict follows from its parts' outcomes. A Claim records one claim judged (its rule:
+analyses/reproduction/claims.py)."""
 from __future__ import annotations
 
 import dataclasses
@@ -199,3 +200,42 @@ def reachable(conditions: list[Condition]) -> list[str]:
     found = {verdict(*combination) for combination
              in itertools.product(*(c.outcomes() for c in conditions))}
     return [word for word in VERDICTS if word in found]
+
+
+# the paper's six claims, as the report states them
+CLAIMS = {1: "ES raises Pass@1 and keeps Pass@K; GRPO raises Pass@1 more, but its entropy "
+             "collapses and its Pass@K falls below the base's",
+          2: "The ES population's verifier-projected JS diversity explains its higher Pass@K",
+          3: "GRPO->ES combines GRPO's Pass@1 with ES's Pass@K",
+          4: "ES drifts far (about 40x GRPO), yet its gain lives in a sparse set of large updates; "
+             "its largest changes are in norms and attention, GRPO's in embeddings and the LM head",
+          5: "No catastrophic forgetting after ES on held-out tasks (their Pass@K rose after ES, "
+             "fell after GRPO)",
+          6: "Larger models need smaller populations; z-scoring helps; antithetic sampling does "
+             "not"}
+
+
+@dataclasses.dataclass(frozen=True)
+class Shown:
+    """A value shown beside a claim's scored parts, as context: in no verdict. `value`: an interval,
+    a number (shown with `digits`) or a word."""
+    name: str
+    value: object
+    digits: int = 3
+
+
+@dataclasses.dataclass(frozen=True)
+class Claim:
+    """A claim as the report states it: its values, its scored parts, what it shows beside them and
+    the parts of the paper's claim not measured here."""
+    number: int
+    statement: str
+    # name -> (estimate, low, high) or a number: what the parts and the shown values read
+    values: dict
+    conditions: tuple[Condition, ...]  # the scored parts; none: the claim's runs were not trained
+    shown: tuple[Shown, ...] = ()
+    unmeasured: tuple[tuple[str, str], ...] = ()  # (part, why not measured here)
+
+    @property
+    def verdict(self) -> str:  # a word of verdicts.VERDICTS, or "not measured"
+        return verdict(*(c.outcome for c in self.conditions)) if self.conditions else "not measured"

@@ -17,7 +17,7 @@ def test_the_package_imports_run_one_way():
     layers = [["statistics"], ["verdicts"], ["evaluation"],
               ["weights", "diversity", "forgetting", "paths", "training", "verifier_cases"],
               ["reproduction.reuse"], ["reproduction.plan", "reproduction.pilot"],
-              ["reproduction.evidence"], ["reproduction.matching"], ["reproduction.readings"],
+              ["reproduction.evidence"], ["reproduction.matching"], ["reproduction.es_claims"],
               ["reproduction.claims"],
               ["figures", "reproduction.scaling", "reproduction.parts", "reproduction.costs",
                "reproduction.montecarlo"],

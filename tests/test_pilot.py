@@ -29,11 +29,12 @@ def test_the_estimators_variance_matches_a_simulation():
 def test_the_problems_needed_are_the_fewest_at_which_sampling_lets_the_effect_be_detected():
     correct = [0, 1, 3, 10, 30, 64, 0, 2]
     for k, effect in ((1, 0.005), (32, 0.01), (32, 0.05)):
-        needed = pilot.problems_needed(correct, 64, k, effect)
-        assert pilot.Z_POWER * pilot.sampling_se(correct, 64, k, needed) <= effect
-        assert needed == 1 or pilot.Z_POWER * pilot.sampling_se(correct, 64, k, needed - 1) > effect
-    assert pilot.problems_needed(correct, 64, 32,
-                                 0.01) > 4 * pilot.problems_needed(correct, 64, 32, 0.02) - 4
+        variance = pilot.difference_variance(correct, 64, k)  # sampling's, of a difference
+        needed = pilot.fewest_problems(variance, effect)
+        assert pilot.Z_POWER * math.sqrt(variance / needed) <= effect
+        assert needed == 1 or pilot.Z_POWER * math.sqrt(variance / (needed - 1)) > effect
+    variance = pilot.difference_variance(correct, 64, 32)
+    assert pilot.fewest_problems(variance, 0.01) > 4 * pilot.fewest_problems(variance, 0.02) - 4
 
 
 def test_entropys_sampling_variance_matches_a_simulation():

@@ -5,7 +5,7 @@ import pytest
 
 from analyses import statistics, verdicts
 from analyses.reproduction import claims as claim_rules
-from analyses.reproduction import costs, parts, readings
+from analyses.reproduction import costs, parts
 
 
 UP, DOWN, KEPT, UNSURE = (0.05, 0.03, 0.07), (-0.10, -0.13,
@@ -50,6 +50,7 @@ ZSCORE = {"zscore_pass1_gain": DOWN, "zscore_passk_gain": UP, "zscore_passk_at_m
 
 
 NONE = verdicts.SeedCount((0, 5))  # no seed shows it
+SHARE = verdicts.EXPLAINED_SHARE  # claim 2's: the JS part explains at least this share
 
 
 @pytest.mark.parametrize("claim, changes, expected", [
@@ -187,7 +188,7 @@ def test_claim2_reads_not_reproduced_where_the_js_part_explains_a_tenth_of_the_a
     js_part, large, like = measured(0.004, 0.01), measured(0.04, 0.05), measured(0.004, 0.01)
     for advantage, expected, share in ((large, "not reproduced", False),
                                        (like, "reproduced", True)):
-        explained = readings.explained(js_part, advantage)
+        explained = statistics.combined(js_part, advantage, SHARE)
         judged = claim_rules.claim2(evidence(diversity_js_gain_counts=js_part,
                                              es_passk_advantage=advantage,
                                              js_part_minus_explained_share=explained))
@@ -268,13 +269,13 @@ def test_one_population_cannot_reach_reproduced_however_large_its_js_part():
             (three, "reproduced", ["reproduced", "small", "not reproduced", "inconclusive"])):
         judged = claim_rules.claim2(evidence(
             diversity_js_gain_counts=js_part, es_passk_advantage=advantage,
-            js_part_minus_explained_share=readings.explained(js_part, advantage)))
+            js_part_minus_explained_share=statistics.combined(js_part, advantage, SHARE)))
         assert judged.verdict == expected and judged.conditions[0].measured is True
         assert verdicts.reachable(list(judged.conditions)) == reach
     js, _, explains = claim_rules.claim2(evidence(
         diversity_js_gain_counts=one, es_passk_advantage=statistics.Interval(
-            0.02, 0.005, 40, 0.0, 1), js_part_minus_explained_share=readings.explained(
-            one, statistics.Interval(0.02, 0.005, 40, 0.0, 1)))).conditions
+            0.02, 0.005, 40, 0.0, 1), js_part_minus_explained_share=statistics.combined(
+            one, statistics.Interval(0.02, 0.005, 40, 0.0, 1), SHARE))).conditions
     assert (js.drawn, explains.drawn) == ("1 population", "1 population and 1 seed")
     assert verdicts.Condition("gain", verdicts.rises, advantage, 0.0035).drawn == "5 seeds"
     assert parts.outcome_word(js) == "undecided: 1 population (over problems only: holds)"

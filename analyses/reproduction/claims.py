@@ -1,61 +1,105 @@
-"""The paper's six claims as records: each part of a claim as the paper states it (a Condition of
-verdicts.py: its test, its fixed margin, its outcome), read off the values readings.py takes from
-the evidence; the values shown beside them as context (Shown: in no verdict) and the parts not
-measured here, each with why. No sentence is made here: the report writer renders the records
-(parts.py). judge() returns a Claim per claim; tests/test_verdicts.py feeds the rules hand-made
-numbers."""
+"""The paper's six claims judged (judge): claims 1-3 here, ES against GRPO on the runs' paths;
+claims 4-6, about ES itself, in es_claims.py. Each claim's values read off the evidence (an
+interval with what it rests on, a count of seeds, or a number), then its rule: each part as the
+paper states it (a Condition of verdicts.py: its test, its fixed margin, its outcome), the values
+shown beside them as context (Shown: in no verdict) and the parts not measured here, each with why.
+No sentence is made here: the report writer renders the records (parts.py). tests/test_verdicts.py
+feeds the rules hand-made numbers."""
 from __future__ import annotations
 
-import dataclasses
+import numpy as np
 
+from analyses.paths import end_of, finals_array, matched_entropy, path_arrays
+from analyses.reproduction.es_claims import (claim4, claim4_values, claim5, claim5_values, claim6,
+                                             claim6_values, es_pass1_gain)
 from analyses.reproduction.evidence import Evidence
-from analyses.reproduction.readings import (claim1_values, claim2_values, claim3_values,
-                                            claim4_values,
-                                            claim5_values, claim6_values, es_passk_advantage)
-from analyses.statistics import PAPER_EFFECTS
-from analyses.verdicts import (COLLAPSE, DRIFT_RATIO, EXPLAINED_SHARE, TOLERANCE, Condition,
-                               at_least, beyond_noise,
-                               every_seed, falls, falls_by, keeps, no_gain, rises, verdict)
+from analyses.reproduction.matching import claim1_matched_values, frontier_values
+from analyses.statistics import (PAPER_EFFECTS, Interval, combined, entropy_change,
+                                 paired_difference, saved_interval)
+from analyses.verdicts import (CLAIMS, COLLAPSE, ENTROPY_MARGIN_SHARE, EXPLAINED_SHARE, TOLERANCE,
+                               Claim, Condition, Shown, falls, falls_by, keeps, rises)
 
-CLAIMS = {1: "ES raises Pass@1 and keeps Pass@K; GRPO raises Pass@1 more, but its entropy "
-             "collapses and its Pass@K falls below the base's",
-          2: "The ES population's verifier-projected JS diversity explains its higher Pass@K",
-          3: "GRPO->ES combines GRPO's Pass@1 with ES's Pass@K",
-          4: "ES drifts far (about 40x GRPO), yet its gain lives in a sparse set of large updates; "
-             "its largest changes are in norms and attention, GRPO's in embeddings and the LM head",
-          5: "No catastrophic forgetting after ES on held-out tasks (their Pass@K rose after ES, "
-             "fell after GRPO)",
-          6: "Larger models need smaller populations; z-scoring helps; antithetic sampling does "
-             "not"}
-
-
-@dataclasses.dataclass(frozen=True)
-class Shown:
-    """A value shown beside a claim's scored parts, as context: in no verdict. `value`: an interval,
-    a number (shown with `digits`) or a word."""
-    name: str
-    value: object
-    digits: int = 3
-
-
-@dataclasses.dataclass(frozen=True)
-class Claim:
-    """A claim as the report states it: its values, its scored parts, what it shows beside them and
-    the parts of the paper's claim not measured here."""
-    number: int
-    statement: str
-    # name -> (estimate, low, high) or a number: what the parts and the shown values read
-    values: dict
-    conditions: tuple[Condition, ...]  # the scored parts; none: the claim's runs were not trained
-    shown: tuple[Shown, ...] = ()
-    unmeasured: tuple[tuple[str, str], ...] = ()  # (part, why not measured here)
-
-    @property
-    def verdict(self) -> str:  # a word of verdicts.VERDICTS, or "not measured"
-        return verdict(*(c.outcome for c in self.conditions)) if self.conditions else "not measured"
+SATURATION = 0.95  # a Pass@1 this high leaves a model no room to show a loss of coverage
 
 
 # ----------------------------------------------------------------------------- claim 1
+
+
+def versus(rows: dict, first: str, second: str, axis: str) -> dict | None:
+    """The matched comparison of `first` against `second` at matched `axis` (paths.comparisons names
+    it after the schedule that spent less), each interval oriented first minus second; None if not
+    made."""
+    for a, b, sign in ((first, second, 1), (second, first, -1)):
+        row = rows.get(f"{a} vs {b}, at {a}'s {axis}")
+        if row is not None:
+            return {key: (ci if sign > 0 else ci.negated()) if isinstance(ci, Interval) else ci
+                    for key, ci in row.items()}
+    return None
+
+
+def ceilings(runs: dict, frontier: dict, k: int) -> dict:
+    """Where a GRPO-trained run (every learning rate's, and GRPO->ES) leaves no room for a loss of
+    coverage: its highest mean Pass@1 along its path and the first update where it reaches the base
+    model's Pass@k (from there its Pass@k cannot be below the base's: Pass@k >= Pass@1 on every
+    problem) or SATURATION."""
+    grpo = {**{name: run for name, run in frontier.items() if name.startswith("grpo")},
+            **{name: runs[name] for name in ("grpo", "grpo-es") if name in runs}}
+    n = runs["es"]["config"]["eval_samples"]
+    base = float(finals_array(runs["es"]["base"], n, k).mean())
+    found = {}
+    for name, run in grpo.items():
+        path = path_arrays(run["paths"], k)
+        points = list(zip(path["update"], path["pass@1"].mean((1, 2))))  # (update, mean Pass@1)
+        first = [next((int(u) for u, p in points if p >= level),
+                      None) for level in (base, SATURATION)]
+        found[name] = {"highest_pass1": float(max(p for _, p in points)),
+                       "end_pass1": float(points[-1][1]),
+                       "reaches_base_passk": first[0], "saturates": first[1]}
+    levels = {name: float(finals_array(runs[name]["finals"], n,
+                                       1).mean()) for name in ("es", "grpo-es")
+              if name in runs}  # where the parts at matched Pass@1 meet GRPO's paths
+    return {"base_passk": base, "runs": found, "matched_levels": levels}
+
+
+def claim1_values(runs: dict, rows: dict, frontier: dict, k: int,
+                  matched: dict | None = None) -> dict:
+    """ES against the base and GRPO: Pass@1, Pass@k and entropy at the runs' ends and where GRPO's
+    calibrated path reaches ES's Pass@1; GRPO against ES at matched sequences; where GRPO's runs
+    saturate; with claim1_matched_values' and frontier_values' (claim 1's trade-off). runs,
+    frontier: load_runs' (at least "es" and "grpo"); rows: paths.comparisons'; matched:
+    grpo_at_gain's (None: no GRPO models trained to ES's Pass@1)."""
+    n = runs["es"]["config"]["eval_samples"]
+    base = finals_array(runs["es"]["base"], n, k)
+    at_es = matched_entropy(end_of(runs["es"], k), path_arrays(runs["grpo"]["paths"], k),
+                            runs["grpo"]["base"])
+    base_entropy = float(np.mean([row["entropy"] for row in runs["grpo"]["base"]]))
+    grpo_vs_es = versus(rows, "GRPO", "ES", "sequences")
+    values = {"k": k, "es_pass1_gain": es_pass1_gain(runs),
+              "entropy_margin": ENTROPY_MARGIN_SHARE * base_entropy,
+              "entropy_es_minus_grpo_at_es_pass1": at_es["difference"],
+              "grpo_entropy_relative_change_at_es_pass1": at_es["relative"],
+              "grpo_updates": runs["grpo"]["config"]["steps"],
+              "es_passk_change": paired_difference(finals_array(runs["es"]["finals"], n, k), base),
+              "grpo_pass1_change": paired_difference(finals_array(runs["grpo"]["finals"], n, 1),
+                                                     finals_array(runs["grpo"]["base"], n, 1)),
+              "grpo_entropy_change": entropy_change(runs["grpo"]["finals"], runs["grpo"]["base"]),
+              "grpo_entropy_relative_change": entropy_change(
+                  runs["grpo"]["finals"], runs["grpo"]["base"], relative=True),
+              "grpo_passk_change": paired_difference(
+                  finals_array(runs["grpo"]["finals"], n, k), base),
+              "passk_es_minus_grpo_at_es_pass1": rows["ES vs GRPO, at ES's Pass@1"][f"pass@{k}"],
+              "ceilings": ceilings(runs, frontier, k)}
+    if grpo_vs_es is not None:
+        values |= {"grpo_minus_es_pass1_at_sequences": grpo_vs_es["pass@1"],
+                   "grpo_minus_es_sequences": grpo_vs_es["where"]}
+    return (values | (claim1_matched_values(runs, matched, k) if matched else {})
+            | (frontier_values(runs, frontier, k) if frontier else {}))
+
+
+def es_passk_advantage(e: dict) -> tuple:
+    """ES's Pass@K minus GRPO's at ES's Pass@1 (claims 1 and 2): from the GRPO models trained to it
+    where they were (claim1_matched_values), else from GRPO's calibrated path."""
+    return e.get("passk_es_minus_grpo_matched_models", e["passk_es_minus_grpo_at_es_pass1"])
 
 
 def frontier_rates(e: dict) -> list[str]:
@@ -130,7 +174,25 @@ def claim1_shown(e: dict, rates: list[str]) -> tuple[Shown, ...]:
     return tuple(shown)
 
 
+
 # ----------------------------------------------------------------------------- claims 2 and 3
+
+
+def claim2_values(evidence: Evidence, claim1: dict) -> dict:
+    """The ES population's coverage at the runs' sigma (diversity_row's intervals, saved with the
+    counts), and the trained ES model's Pass@K advantage over GRPO at its Pass@1, which the
+    population's diversity is to explain (claim 1's values give it), and the JS part minus
+    EXPLAINED_SHARE of that advantage."""
+    diversity, k = evidence.diversity[f"sigma={evidence.plan.args.es_sigma:g}"], evidence.plan.k
+    advantage = es_passk_advantage(claim1)
+    js_part = saved_interval(diversity, "gain_counts")
+    return {"k": k, "diversity_ratio": saved_interval(diversity, "ratio"),
+            "population_gain_vs_centre": saved_interval(diversity, "gain_vs_centre"),
+            "diversity_js_gain": saved_interval(diversity, "gain"),
+            "diversity_js_gain_counts": js_part,
+            "diversity_mean_policy_gain": saved_interval(diversity, "mean_policy_gain"),
+            "js_pol": diversity["js_pol"], "es_passk_advantage": advantage,
+            "js_part_minus_explained_share": combined(js_part, advantage, EXPLAINED_SHARE)}
 
 
 def claim2(e: dict) -> Claim:
@@ -167,6 +229,18 @@ def claim2(e: dict) -> Claim:
                    "of every ES seed: the power plan's hours"),))
 
 
+def claim3_values(evidence: Evidence) -> dict:
+    """GRPO->ES against GRPO alone (equal updates, and where GRPO's path reaches its Pass@1) and ES
+    alone."""
+    rows, k = evidence.rows, evidence.plan.k
+    return {"k": k,
+            "grpo_es_pass1_minus_grpo": rows["GRPO->ES vs GRPO, at equal updates"]["pass@1"],
+            "grpo_es_passk_minus_es": rows["GRPO->ES vs ES alone, at equal sequences"][f"pass@{k}"],
+            "grpo_es_passk_minus_grpo_at_pass1":
+                rows["GRPO->ES vs GRPO, at GRPO->ES's Pass@1"][f"pass@{k}"],
+            "grpo_es_pass1_minus_es": rows["GRPO->ES vs ES alone, at equal sequences"]["pass@1"]}
+
+
 def claim3(e: dict) -> Claim:
     """GRPO->ES keeps GRPO's Pass@1 (against GRPO alone at equal updates: the same total budget) and
     ES's Pass@K (against ES alone at equal sequences), and so lies above GRPO's path: where GRPO's
@@ -184,130 +258,14 @@ def claim3(e: dict) -> Claim:
                         e["grpo_es_pass1_minus_es"]),))
 
 
-# ----------------------------------------------------------------------------- claim 4
-
-
-def claim4(e: dict) -> Claim:
-    """ES drifts far: at least DRIFT_RATIO times GRPO's relative L2 drift, at matched Pass@1 gain
-    where GRPO was trained to it (per step the two drift as their step sizes do), else at the runs'
-    ends. The gain lives in the large coordinates: zeroing the smallest 78% keeps Pass@1 (no fall of
-    the margin's size), and the sparsified update keeps more Pass@1 than Gaussian geometry keeps of
-    any spread-out signal (gaussian_kept_share; the excess, in Pass@1), more so than the null ES
-    runs' sparsified updates do (a run per seed), and more than random masks of the same sparsity.
-    The module kinds with the largest drift lead every seed's ranking as the paper's do. A null ES
-    run (no signal) drifts as far as ES and ranks the kinds as ES does (the noise is one size on
-    every coordinate): shown beside them."""
-    matched = "drift_ratio_matched_pass1" in e
-    ratio = e["drift_ratio_matched_pass1"] if matched else e["drift_ratio"]
-    where = "at matched Pass@1 gain" if matched else "at the runs' ends"
-    zeroed = f"{100 * e['sparsity']:.0f}%"
-    conditions = (Condition(f"ES drifts at least {DRIFT_RATIO:g}x as far as GRPO ({where}; the "
-                            f"paper: about 40x)", at_least, ratio, DRIFT_RATIO, reads="drift"),
-                  Condition(f"zeroing the smallest {zeroed} of ES's update keeps Pass@1", keeps,
-                            e["sparse_pass1_change"], TOLERANCE),
-                  Condition("that update keeps Pass@1 beyond Gaussian geometry's share", rises,
-                            e["sparse_excess"], TOLERANCE),
-                  Condition("that excess above the null runs'", rises,
-                            e["sparse_excess_minus_null"], TOLERANCE),
-                  Condition("Pass@1 above random masks' of the same sparsity", rises,
-                            e["sparse_minus_random"], TOLERANCE),
-                  Condition("ES's largest drift in norms and attention (every seed, not the null "
-                            "run)", beyond_noise, e["es_module_kinds"],
-                            float(e["null_module_kinds"][0] > 0)),
-                  Condition("GRPO's largest drift in embeddings and the LM head (every seed)",
-                            every_seed, e["grpo_module_kinds"]))
-    shown = ([Shown("the ES/GRPO drift ratio at the runs' ends", e["drift_ratio"], 1)]
-             if matched else [])
-    if matched:
-        shown += [Shown(f"GRPO's Pass@1 gain after {e['matched_grpo_updates']} updates (the "
-                        f"matched runs)", e["matched_grpo_pass1_gain"]),
-                  Shown("ES's Pass@1 gain", e["es_pass1_gain"])]
-    if "drift_ratio_paper_steps" in e:
-        shown.append(Shown(f"the drift ratio with GRPO at the paper's per-step ratio (lr "
-                           f"{e['paper_steps_lr']:.3g})", e["drift_ratio_paper_steps"], 1))
-    shown += [Shown("the null run's drift over ES's (seed 0)", e["null_drift_share"], 2),
-              Shown("the null run (seed 0) ranks norms and attention first too (so chance can)",
-                    "yes" if e["null_module_kinds"][0] else "no"),
-              Shown("the null runs' Pass@1 change", e["null_pass1_change"]),
-              Shown(f"the share of ES's Pass@1 gain kept at {zeroed} zeroed",
-                    e["sparse_gain_kept"], 2),
-              Shown("the share Gaussian geometry keeps of a spread-out signal", e["gaussian_kept"],
-                    2),
-              Shown("the null runs' excess beyond that share", e["null_sparse_excess"], 4),
-              *(Shown(f"relative drift of {kind}, ES / null", f"{es:.3f} / {null:.3f}")
-                for kind, (es, null) in e.get("kind_drift", {}).items())]
-    return Claim(4, CLAIMS[4], e, conditions, tuple(shown))
-
-
-# ----------------------------------------------------------------------------- claims 5 and 6
-
-
-def claim5(e: dict) -> Claim:
-    """No catastrophic forgetting after ES: held-out Pass@K falls by less than CATASTROPHIC_SHARE of
-    the base model's after ES, and ES forgets no more than that beyond the control, the base plus
-    signal-free noise the size of ES's update (what an update of that size costs without a signal);
-    and, as the paper saw it, held-out Pass@K rose after ES and fell after GRPO."""
-    margin, k = e["catastrophic_margin"], e["k"]
-    conditions = (Condition(f"held-out Pass@{k} after ES keeps its level (no catastrophic fall)",
-                            keeps, e["es_heldout_change"], margin, reads="catastrophic"),
-                  Condition("ES forgets no more than a noise control of its update's size", keeps,
-                            e["es_minus_noise_heldout"], margin, reads="catastrophic"),
-                  Condition(f"held-out Pass@{k} rises after ES", rises, e["es_heldout_change"],
-                            TOLERANCE),
-                  Condition(f"held-out Pass@{k} falls after GRPO", falls, e["grpo_heldout_change"],
-                            TOLERANCE))
-    shown = (Shown("the catastrophic margin (a tenth of the base's held-out Pass@K)", margin),
-             Shown("the noise control minus the base", e["noise_heldout_change"]),
-             Shown("ES minus GRPO, held out", e["es_minus_grpo_heldout"]))
-    return Claim(5, CLAIMS[5], e, conditions, shown)
-
-
-SIZES_OUT_OF_SCOPE = ("larger models need smaller populations",
-                      "out of scope at this scale: the paper's models "
-                      "have 0.5B-7B parameters, these 0.1M-3M, and a cell (a population on a "
-                      "model) is one run")
-
-
-def claim6(e: dict) -> Claim:
-    """Z-scoring helps: at matched Pass@1, z-scored ES keeps more Pass@K than raw rewards (the raw
-    runs' alpha chosen on dev); antithetic sampling gives no Pass@1 benefit. Population against
-    model size is out of scope at this scale: the sweep is shown."""
-    shown = []
-    if "sweep_pass1_small_minus_large" in e:
-        shown.append(Shown("ES populations at equal sequences, Pass@1 of the smallest minus the "
-                           "largest (one seed)", e["sweep_pass1_small_minus_large"]))
-    if "size_population_interaction" in e:
-        shown.append(Shown("that difference on the largest model minus on the smallest (one run a "
-                           "cell)", e["size_population_interaction"]))
-        small_loss, large_loss = e.get("size_pretrain_losses", (None, None))
-        if small_loss is not None and large_loss is not None:
-            shown.append(Shown("pretraining loss, smallest / largest model",
-                               f"{small_loss:.3f} / {large_loss:.3f}"))
-    if "zscore_pass1_gain" not in e:  # its runs not trained (eval.py reproduce --parts ...,claim6)
-        return Claim(6, CLAIMS[6], e, (), tuple(shown), (SIZES_OUT_OF_SCOPE, (
-            "z-scoring helps; antithetic sampling does not",
-            "its runs not trained (--parts claim6)")))
-    k = e["k"]
-    conditions = (Condition(f"z-scoring's Pass@{k} above raw rewards' at matched Pass@1", rises,
-                            e["zscore_passk_at_matched_pass1"], TOLERANCE,
-                            PAPER_EFFECTS["passk_es_minus_grpo"]),
-                  Condition("antithetic sampling gains no Pass@1", no_gain,
-                            e["antithetic_pass1_gain"], TOLERANCE))
-    points = e.get("raw_path_points", 2)
-    shown += [Shown("the raw runs' alpha (chosen on dev) and path points",
-                    f"{e['raw_alpha']:g}, {points} points"
-                    + (" (a line from the base to the end)" if points <= 2 else "")),
-              Shown("z-scored minus raw at their ends, Pass@1", e["zscore_pass1_gain"]),
-              Shown(f"z-scored minus raw at their ends, Pass@{k}", e["zscore_passk_gain"])]
-    return Claim(6, CLAIMS[6], e, conditions, tuple(shown), (SIZES_OUT_OF_SCOPE,))
-
 
 RULES = (claim1, claim2, claim3, claim4, claim5, claim6)
 
 
 def judge(evidence: Evidence) -> list[Claim]:
     """The six claims, each read off its own values (claim 2's advantage is claim 1's)."""
-    first = claim1_values(evidence)
+    first = claim1_values(evidence.runs, evidence.rows, evidence.frontier, evidence.plan.k,
+                          evidence.matched)
     values = (first, claim2_values(evidence, first), *(read(evidence) for read in (
         claim3_values, claim4_values, claim5_values, claim6_values)))
     return [rule(value) for rule, value in zip(RULES, values)]

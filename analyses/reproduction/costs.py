@@ -6,11 +6,10 @@ from __future__ import annotations
 import math
 
 from analyses.paths import LABELS
-from analyses.reproduction.claims import Claim
 from analyses.reproduction.evidence import Evidence
 from analyses.statistics import (Interval, detectable, informative, mean_std, problems_for,
                                  seeds_for)
-from analyses.verdicts import MIN_SEEDS, OUTCOMES, falls, keeps, no_gain, rises
+from analyses.verdicts import Claim, MIN_SEEDS, OUTCOMES, falls, keeps, no_gain, rises
 from es_grpo import markdown_table
 
 

@@ -6,18 +6,17 @@ from __future__ import annotations
 import numpy as np
 
 from analyses.paths import at_level, end_of, finals_array, matched, path_arrays
-from analyses.reproduction.evidence import Evidence
 from analyses.statistics import (DRAWS, Interval, entropy_change, entropy_data, interval,
                                  resample_weights, token_entropy)
 
 
-def claim1_matched_values(evidence: Evidence) -> dict:
+def claim1_matched_values(runs: dict, matched: dict, k: int) -> dict:
     """Claim 1's trade-off from the GRPO models trained to ES's Pass@1 (grpo_at_gain), evaluated
     like ES at the end: ES's Pass@k minus theirs, adjusted for what Pass@1 mismatch remains by the
     slope of Pass@k against Pass@1 along GRPO's mean path at the matched point (stated beside it);
     and the range of updates at which GRPO's path reaches ES's Pass@1 over problem and seed draws
     (the matched point's uncertainty)."""
-    matched, runs, k, n = evidence.matched, evidence.runs, evidence.plan.k, evidence.plan.samples
+    n = runs["es"]["config"]["eval_samples"]
     if not matched["updates"]:
         return {}
     path = path_arrays(runs["grpo"]["paths"], k)
@@ -49,13 +48,12 @@ def claim1_matched_values(evidence: Evidence) -> dict:
             if len(reached) else (float("nan"),) * 2}
 
 
-def frontier_values(evidence: Evidence) -> dict:
+def frontier_values(runs: dict, frontier: dict, k: int) -> dict:
     """Claim 1 on the frontier: at each ES rate's Pass@1 (its models at their end), its token
     entropy and Pass@k minus the best of GRPO's paths there, every learning rate's (per draw: the
     envelope of the paths), over the seeds every run has; and each GRPO rate's entropy at its end
     relative to the base model's."""
-    runs, k = {**evidence.frontier, "grpo": evidence.runs["grpo"],
-               "es": evidence.runs["es"]}, evidence.plan.k
+    runs = {**frontier, "grpo": runs["grpo"], "es": runs["es"]}
     seeds = min(len(run["finals"]) for run in runs.values())
     grpo = [path_arrays(run["paths"][:seeds], k)
             for name, run in runs.items() if name.startswith("grpo")]
@@ -95,10 +93,8 @@ def zscore_at_matched_pass1(zscored: dict, raw: dict, k: int) -> Interval:
     """Z-scored ES's Pass@k minus raw rewards' where their Pass@1 match (load_runs' records, the
     same seeds): the run that ends at the lower Pass@1, at its end, against the other's path there
     (claim 1's matching)."""
-    ends, paths = (end_of(run, k) for run in (zscored,
-                                              raw)), (path_arrays(run["paths"], k) for run
-                                                      in (zscored, raw))
-    (z_end, raw_end), (z_path, raw_path) = ends, paths
+    z_end, raw_end = end_of(zscored, k), end_of(raw, k)
+    z_path, raw_path = path_arrays(zscored["paths"], k), path_arrays(raw["paths"], k)
     if z_end["pass@1"].mean() <= raw_end["pass@1"].mean():
         return matched(z_end, raw_path, "pass@1", k)[f"pass@{k}"]
     ci = matched(raw_end, z_path, "pass@1", k)[f"pass@{k}"]

@@ -9,10 +9,9 @@ import json
 import numpy as np
 
 from analyses.paths import LABELS
-from analyses.reproduction.claims import Claim
-from analyses.reproduction.readings import SATURATION
+from analyses.reproduction.claims import SATURATION
 from analyses.statistics import shown
-from analyses.verdicts import (CATASTROPHIC_SHARE, ENTROPY_MARGIN_SHARE, FIXED, MIN_SEEDS,
+from analyses.verdicts import (CATASTROPHIC_SHARE, ENTROPY_MARGIN_SHARE, FIXED, MIN_SEEDS, Claim,
                                OUTCOMES, PREREGISTRATION, TOLERANCE, VERDICTS, SeedCount,
                                at_least, beyond_noise, every_seed, falls, falls_by, keeps, no_gain,
                                reachable, rises)

@@ -170,18 +170,6 @@ def unpaired_entropy_variance(family: dict, samples: int) -> float:
     return 2 * float(between) / tokens ** 2
 
 
-def sampling_se(correct: list[int], n: int, k: int, problems: int) -> float:
-    """The standard error, from sampling alone, of a difference of two models' mean Pass@k over
-    `problems`."""
-    return math.sqrt(difference_variance(correct, n, k) / problems)
-
-
-def problems_needed(correct: list[int], n: int, k: int, effect: float) -> int:
-    """The fewest problems at which sampling alone lets a difference of `effect` be detected (80%
-    power)."""
-    return fewest_problems(difference_variance(correct, n, k), effect)
-
-
 def fewest_problems(variance: float, effect: float) -> int:
     """Problems at which a mean difference of per-problem `variance` detects `effect` (80% power; 0:
     unknown)."""

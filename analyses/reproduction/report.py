@@ -10,7 +10,6 @@ from pathlib import Path
 from analyses import figures
 from analyses.forgetting import SATURATED
 from analyses.paths import LABELS, heldout_families
-from analyses.reproduction.claims import Claim
 from analyses.reproduction.costs import budgets_section, minutes_section, power_section
 from analyses.reproduction.evidence import Evidence
 from analyses.reproduction.parts import (claim_records, parts_section, preregistration_section,
@@ -18,7 +17,7 @@ from analyses.reproduction.parts import (claim_records, parts_section, preregist
                                          rules_section, saturation_section, stability_lines)
 from analyses.reproduction.scaling import scale_section
 from analyses.statistics import Interval, mean_std, per_problem, shown
-from analyses.verdicts import MIN_SEEDS
+from analyses.verdicts import Claim, MIN_SEEDS
 from es_grpo import markdown_table
 
 

@@ -6,9 +6,9 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from analyses.reproduction.claims import Claim
 from analyses.reproduction.evidence import Evidence
 from analyses.statistics import shown
+from analyses.verdicts import Claim
 
 
 def scale_paragraph(values: dict, grpo_name: str, seeds: int, tiny_report: Path) -> list[str]:

@@ -15,16 +15,15 @@ from __future__ import annotations
 
 import json
 from pathlib import Path
-from types import SimpleNamespace
 
 import numpy as np
 
 import es_grpo
 from analyses import figures
 from analyses.evaluation import curve_ks
-from analyses.paths import LABELS, matched, path_arrays, path_point, read_metrics
-from analyses.reproduction.claims import claim1
-from analyses.reproduction.readings import claim1_values
+from analyses.paths import (LABELS, START, comparisons, pass_at_k_curves, path_point,
+                            read_metrics, trajectory_point)
+from analyses.reproduction.claims import claim1, claim1_values
 from analyses.reproduction.pilot import entropy_difference_variance
 from analyses.reproduction.parts import claim_records, parts_section
 from analyses.reproduction.scaling import scale_paragraph
@@ -62,10 +61,7 @@ def stopped_run(folder: Path, settings: dict, base: dict) -> dict:
         raise es_grpo.BadInput(f"{folder}: no trajectory point, fewer than {K} samples a point, or "
                                f"evaluated otherwise than the base "
                                f"({', '.join(differ) or 'samples or problems'})")
-    path = [path_point({"update": 0, "sequences": 0, "tokens": 0, "seconds": 0.0}, base, n, K)]
-    path += [path_point({"update": line["update"], "sequences": line["run_sequences"],
-                         "tokens": line["run_tokens"],
-                         "seconds": line["run_seconds"]}, line["eval"], n, K) for line in lines]
+    path = [path_point(START, base, n, K), *(trajectory_point(line, n, K) for line in lines)]
     last = path[-1]
     return {"finals": [lines[-1]["eval"]], "base": [base], "paths": [path],
             "totals": {key: [last[key]] for key in ("sequences", "tokens", "seconds")},
@@ -96,32 +92,13 @@ def roles(runs: dict) -> dict[str, str]:
 
 def judge_claim1(runs: dict, parts: dict):
     """claims.claim1 on claim1_values, from the stopped runs: ES's end against the base, the middle
-    GRPO path and the frontier of the other GRPO learning rates."""
-    es, grpo = runs[parts["es"]], runs[parts["grpo"]]
-    ends = {name: end_point(run) for name, run in (("ES", es), ("GRPO", grpo))}
-    paths = {"ES": path_arrays(es["paths"], K), "GRPO": path_arrays(grpo["paths"], K)}
-    first, second = (("GRPO", "ES") if ends["GRPO"]["sequences"] <= paths["ES"]["sequences"][-1]
-                     else ("ES", "GRPO"))
+    GRPO path (paths.comparisons' claim 1 rows) and the frontier of the other GRPO learning
+    rates."""
+    main = {"es": runs[parts["es"]], "grpo": runs[parts["grpo"]]}
     frontier = {name: run
                 for name, run in runs.items() if run["config"]["algo"] == "grpo" and name
                 != parts["grpo"]}
-    evidence = SimpleNamespace(runs={"es": es, "grpo": grpo}, frontier=frontier,
-                               matched={"updates": []}, plan=SimpleNamespace(k=K, samples=K),
-                               rows={"ES vs GRPO, at ES's Pass@1": matched(
-                                         ends["ES"], paths["GRPO"], "pass@1", K),
-                                     f"{first} vs {second}, at {first}'s sequences": matched(
-                                         ends[first], paths[second], "sequences", K)})
-    return claim1(claim1_values(evidence))
-
-
-def end_point(run: dict) -> dict:
-    """A stopped run's last point as paths.matched takes a model's end: Pass@1, Pass@K, entropy,
-    compute."""
-    last = run["finals"][0]
-    return {"pass@1": per_problem([last["correct"]], K, 1),
-            f"pass@{K}": per_problem([last["correct"]], K, K),
-            "entropy": np.array([last["entropy"]]), **{key: run["totals"][key][0] for key in
-                                                       ("sequences", "tokens", "seconds")}}
+    return claim1(claim1_values(main, comparisons(main, K), frontier, K))
 
 
 def null_control(runs: dict, parts: dict) -> dict:
@@ -159,28 +136,13 @@ def level(values: np.ndarray) -> str:
     return f"{estimate:.3f} [{low:.3f}, {high:.3f}]"
 
 
-def pass_at_k_curves(runs: dict) -> dict[str, dict]:
-    """Pass@K, K = 1, 2, 4, .., 32, of the base and each run's end (means over problems), and the
-    smallest K at which the base is at least as good."""
-    ks = curve_ks(K)
-    first = next(iter(runs.values()))
-    models = {"base": first["base"][0]["correct"],
-              **{name: run["finals"][0]["correct"] for name, run in runs.items()}}
-    curves = {name: {f"pass@{k}": float(per_problem(correct, K, k).mean()) for k in ks}
-              for name, correct in models.items()}
-    for name in runs:
-        crossing = [k for k in ks if curves["base"][f"pass@{k}"] >= curves[name][f"pass@{k}"]]
-        curves[name]["base_overtakes_at_K"] = crossing[0] if crossing else None
-    return curves
-
-
 def plots(out: Path, runs: dict, parts: dict):
     """figures.write_paths (the main ES and GRPO runs as schedules; the other runs dashed, named by
     folder) and write_pass_at_k of the base, ES and GRPO."""
     main = {"es": runs[parts["es"]], "grpo": runs[parts["grpo"]]}
     others = {name: run for name, run in runs.items() if name not in (parts["es"], parts["grpo"])}
     figures.write_paths(out, main, K, frontier=others)
-    figures.write_pass_at_k(out, pass_at_k_curves(main), K)
+    figures.write_pass_at_k(out, pass_at_k_curves(main, intervals=False), K)
 
 
 def write_trajectories(flags, command: str) -> dict:
@@ -192,7 +154,7 @@ def write_trajectories(flags, command: str) -> dict:
     parts = roles(runs)
     claim, control, rows = judge_claim1(runs, parts), null_control(runs, parts), run_rows(runs)
     plots(out, runs, parts)
-    curves = pass_at_k_curves(runs)
+    curves = pass_at_k_curves(runs, parts["es"], intervals=False)
     (out / "report.json").write_text(json.dumps(
         {"command": command, "roles": parts, "runs": rows, "claim1": claim_records([claim])[0],
          "curves": curves,
