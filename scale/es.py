@@ -40,7 +40,6 @@ from es_grpo import Context, ESState, new_scores, prompt_text, score_member, sco
 from scale.config import AFFINE
 from scale.population import decode_as_is, members_together, population_forward
 
-PATHS = ("batched", "summed", "kept", "redrawn")
 TABLE_VALUES = 2**26  # at least: the table is also at least 4 x the largest tensor (see NoiseTable)
 
 
